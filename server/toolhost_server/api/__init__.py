@@ -1,0 +1,1 @@
+"""The gRPC surface: the only package that imports grpc or generated code. It translates, nothing more."""

@@ -1,0 +1,170 @@
+"""Domain objects <-> toolhost.v1 messages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.timestamp_pb2 import Timestamp
+from toolhost.v1 import tool_pb2, tool_service_pb2
+
+from ..model import Parameter, ToolSource, ToolSpec
+from ..pipeline import CallResult
+from ..registry import CatalogProblem, GenerationChange, Snapshot
+from ..reloading import ReloadReport
+
+_SOURCES = {
+    ToolSource.BUILTIN: tool_pb2.TOOL_SOURCE_BUILTIN,
+    ToolSource.CATALOG: tool_pb2.TOOL_SOURCE_CATALOG,
+    ToolSource.USER: tool_pb2.TOOL_SOURCE_USER,
+    ToolSource.REMOTE: tool_pb2.TOOL_SOURCE_REMOTE,
+}
+
+
+def to_struct(mapping: Mapping[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    json_format.ParseDict(mapping, message)
+    return message
+
+
+def to_value(value: Any) -> struct_pb2.Value:
+    message = struct_pb2.Value()
+    json_format.ParseDict(value, message)
+    return message
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    result: dict[str, Any] = json_format.MessageToDict(message)
+    return result
+
+
+def _parameter(p: Parameter) -> tool_pb2.ToolParameter:
+    message = tool_pb2.ToolParameter(name=p.name, type=p.type, description=p.description, required=p.required)
+    if p.has_default:
+        message.default.CopyFrom(to_value(p.default))
+    message.enum.extend(to_value(v) for v in p.enum)
+    return message
+
+
+def tool_message(spec: ToolSpec, full: bool) -> tool_pb2.Tool:
+    """The Tool message for `spec`; BASIC leaves out parameters, schemas and examples."""
+    message = tool_pb2.Tool(
+        name=spec.name,
+        display_name=spec.display_name,
+        description=spec.description,
+        category=spec.category,
+        platform=spec.platform,
+        version=spec.version,
+        source=_SOURCES[spec.source],
+        requires_admin=spec.requires_admin,
+        tags=spec.tags,
+        annotations=tool_pb2.ToolAnnotations(
+            read_only=spec.annotations.read_only,
+            destructive=spec.annotations.destructive,
+            idempotent=spec.annotations.idempotent,
+            open_world=spec.annotations.open_world,
+        ),
+        origin=spec.origin,
+        fingerprint=spec.fingerprint,
+    )
+    if spec.timeout_seconds is not None:
+        message.timeout.CopyFrom(_duration(spec.timeout_seconds))
+    if full:
+        message.parameters.extend(_parameter(p) for p in spec.parameters)
+        message.input_schema.CopyFrom(to_struct(spec.input_schema))
+        if spec.output_schema is not None:
+            message.output_schema.CopyFrom(to_struct(spec.output_schema))
+        message.examples.extend(
+            tool_pb2.ToolExample(description=e.description, arguments=to_struct(e.arguments)) for e in spec.examples
+        )
+    return message
+
+
+def _duration(seconds: float) -> Duration:
+    whole = math.floor(seconds)
+    return Duration(seconds=whole, nanos=round((seconds - whole) * 1e9))
+
+
+class ToolMessages:
+    """The Tool messages of the serving snapshot, built when a snapshot is made, not per request.
+
+    Unchanged tools (the same ToolSpec object, which the catalog reader reuses for unchanged files) keep
+    their messages across reloads, so a reload only pays for what changed.
+    """
+
+    def __init__(self) -> None:
+        self._by_spec: dict[int, tuple[ToolSpec, tool_pb2.Tool, tool_pb2.Tool]] = {}
+
+    def prepare(self, snapshot: Snapshot) -> None:
+        fresh: dict[int, tuple[ToolSpec, tool_pb2.Tool, tool_pb2.Tool]] = {}
+        for tool in snapshot.tools().values():
+            key = id(tool.spec)
+            entry = self._by_spec.get(key)
+            if entry is None or entry[0] is not tool.spec:
+                entry = (tool.spec, tool_message(tool.spec, full=False), tool_message(tool.spec, full=True))
+            fresh[key] = entry
+        self._by_spec = fresh
+
+    def get(self, spec: ToolSpec, full: bool) -> tool_pb2.Tool:
+        entry = self._by_spec.get(id(spec))
+        if entry is None or entry[0] is not spec:
+            # A call holding an older snapshot than the one prepared last: build it on the spot.
+            return tool_message(spec, full)
+        return entry[2] if full else entry[1]
+
+
+def call_response(result: CallResult) -> tool_service_pb2.CallToolResponse:
+    outcome = result.outcome
+    timestamp = Timestamp()
+    timestamp.FromDatetime(result.started_at)
+    response = tool_service_pb2.CallToolResponse(
+        success=result.success,
+        tool=result.tool,
+        call_id=result.call_id,
+        output=outcome.output,
+        stderr=outcome.stderr,
+        duration_ms=result.duration_ms,
+        trace_id=result.trace_id,
+        timestamp=timestamp,
+        truncated=outcome.truncated,
+        original_size_bytes=outcome.original_size_bytes,
+        redacted=result.redacted,
+        generation=result.generation,
+    )
+    if outcome.structured is not None:
+        response.structured_output.CopyFrom(to_value(outcome.structured))
+    if outcome.failure is not None:
+        response.error.code = outcome.failure.code
+        response.error.message = outcome.failure.message
+    if outcome.exit_code is not None:
+        response.exit_code = outcome.exit_code
+    return response
+
+
+def _catalog_error(problem: CatalogProblem) -> tool_service_pb2.CatalogError:
+    return tool_service_pb2.CatalogError(file=problem.file, line=problem.line, reason=problem.reason)
+
+
+def reload_response(report: ReloadReport) -> tool_service_pb2.ReloadResponse:
+    return tool_service_pb2.ReloadResponse(
+        success=report.success,
+        count=len(report.tools),
+        tools=report.tools,
+        missing_required=report.missing_required,
+        catalog_dirs=report.catalog_dirs,
+        generation=report.generation,
+        errors=[_catalog_error(p) for p in report.problems],
+        added=report.added,
+        removed=report.removed,
+        changed=report.changed,
+    )
+
+
+def watch_response(change: GenerationChange) -> tool_service_pb2.WatchToolsResponse:
+    return tool_service_pb2.WatchToolsResponse(
+        generation=change.generation, count=change.count, added=change.added, removed=change.removed,
+        changed=change.changed,
+    )

@@ -1,0 +1,54 @@
+"""Builds the grpc.aio server: ToolService, health (overall and per service) and reflection."""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from toolhost.v1 import tool_service_pb2_grpc
+
+from ..app import Toolhost
+from .tool_service import SERVICE_NAME, ToolService
+
+logger = logging.getLogger("toolhost.api")
+
+
+class GrpcServer:
+    """The gRPC listener(s) of one Toolhost. `start()` returns the bound TCP port (useful with port 0)."""
+
+    def __init__(self, toolhost: Toolhost) -> None:
+        self.toolhost = toolhost
+        config = toolhost.config
+        options = [
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+            ("grpc.max_send_message_length", config.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        self.server = grpc.aio.server(options=options)
+        tool_service_pb2_grpc.add_ToolServiceServicer_to_server(ToolService(toolhost), self.server)
+        self.health = health.aio.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+        self.port = 0
+
+    async def start(self) -> int:
+        config = self.toolhost.config
+        self.port = self.server.add_insecure_port(config.grpc_address)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {config.grpc_address}")
+        if config.unix_socket:
+            self.server.add_insecure_port(f"unix:{config.unix_socket}")
+        await self.server.start()
+        for service in ("", SERVICE_NAME):
+            await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        return self.port
+
+    async def set_not_serving(self) -> None:
+        """Tell health checkers to route away; the server keeps answering meanwhile."""
+        await self.health.enter_graceful_shutdown()
+
+    async def stop(self, grace: float) -> None:
+        await self.server.stop(grace)

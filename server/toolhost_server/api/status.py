@@ -1,0 +1,74 @@
+"""The one place where domain errors become gRPC status (AIP-193: code, ErrorInfo, BadRequest, RetryInfo)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from ..errors import (
+    CallerDeadlineExceeded,
+    HopLimitExceededError,
+    InvalidArgumentsError,
+    InvalidPageTokenError,
+    InvalidRequestError,
+    ShuttingDownError,
+    ToolhostError,
+    ToolNotFoundError,
+)
+
+logger = logging.getLogger("toolhost.api")
+
+ERROR_DOMAIN = "toolhost"
+
+_CODES: dict[type[ToolhostError], grpc.StatusCode] = {
+    ToolNotFoundError: grpc.StatusCode.NOT_FOUND,
+    InvalidArgumentsError: grpc.StatusCode.INVALID_ARGUMENT,
+    InvalidRequestError: grpc.StatusCode.INVALID_ARGUMENT,
+    InvalidPageTokenError: grpc.StatusCode.INVALID_ARGUMENT,
+    HopLimitExceededError: grpc.StatusCode.FAILED_PRECONDITION,
+    CallerDeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
+    ShuttingDownError: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+def _pack(message: object) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def status_of(exc: BaseException, method: str) -> grpc.Status:
+    """The status to send for an exception raised while serving `method`."""
+    if isinstance(exc, ToolhostError):
+        code = _CODES.get(type(exc), grpc.StatusCode.INTERNAL)
+        message, reason = exc.message, exc.reason
+        metadata = {"method": method}
+        if isinstance(exc, ToolNotFoundError):
+            metadata["tool"] = exc.name
+        details = [_pack(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata))]
+        if isinstance(exc, InvalidArgumentsError):
+            violations = [
+                error_details_pb2.BadRequest.FieldViolation(field=v.pointer, description=v.reason)
+                for v in exc.violations
+            ]
+            details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
+    else:
+        # Internal errors keep their detail in the log; the caller gets an id to quote.
+        incident = uuid.uuid4().hex[:12]
+        logger.error("internal error in %s (incident %s)", method, incident, exc_info=exc)
+        code = grpc.StatusCode.INTERNAL
+        message = f"internal error (incident {incident}); the server log has the detail"
+        details = [_pack(error_details_pb2.ErrorInfo(reason="INTERNAL", domain=ERROR_DOMAIN,
+                                                     metadata={"method": method, "incident": incident}))]
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=details)
+    return rpc_status.to_status(status)
+
+
+async def abort_with(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+    """Abort the RPC with the status for `exc` (raises, as context.abort does)."""
+    await context.abort_with_status(status_of(exc, method))

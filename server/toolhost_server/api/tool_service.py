@@ -1,0 +1,99 @@
+"""toolhost.v1.ToolService over grpc.aio: requests to domain calls, results to responses, errors to status."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import grpc
+from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
+
+from ..app import Toolhost
+from ..errors import ToolhostError
+from ..listing import ToolFilter, list_tools
+from ..pipeline import CallRequest
+from .convert import ToolMessages, call_response, reload_response, struct_to_dict, watch_response
+from .status import abort_with
+
+HOPS_METADATA_KEY = "toolhost-hops"
+SERVICE_NAME = tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"].full_name
+
+
+class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
+    def __init__(self, toolhost: Toolhost) -> None:
+        self._toolhost = toolhost
+        self._messages = ToolMessages()
+        toolhost.registry.add_listener(self._messages.prepare)
+
+    async def ListTools(
+        self, request: tool_service_pb2.ListToolsRequest, context: grpc.aio.ServicerContext
+    ) -> tool_service_pb2.ListToolsResponse:
+        try:
+            tool_filter = ToolFilter(request.platform, request.category, tuple(request.tags), request.provider)
+            page = list_tools(self._toolhost.registry.snapshot, tool_filter, request.page_size, request.page_token)
+        except ToolhostError as exc:
+            await abort_with(context, exc, "ListTools")
+            raise  # unreachable: abort raises
+        full = request.view == tool_pb2.TOOL_VIEW_FULL
+        return tool_service_pb2.ListToolsResponse(
+            tools=[self._messages.get(t.spec, full) for t in page.tools],
+            next_page_token=page.next_page_token,
+            total_size=page.total_size,
+            generation=page.generation,
+        )
+
+    async def GetTool(
+        self, request: tool_service_pb2.GetToolRequest, context: grpc.aio.ServicerContext
+    ) -> tool_service_pb2.GetToolResponse:
+        snapshot = self._toolhost.registry.snapshot
+        try:
+            tool = snapshot.get(request.name)
+        except ToolhostError as exc:
+            await abort_with(context, exc, "GetTool")
+            raise
+        full = request.view != tool_pb2.TOOL_VIEW_BASIC
+        return tool_service_pb2.GetToolResponse(
+            tool=self._messages.get(tool.spec, full), generation=snapshot.generation)
+
+    async def CallTool(
+        self, request: tool_service_pb2.CallToolRequest, context: grpc.aio.ServicerContext
+    ) -> tool_service_pb2.CallToolResponse:
+        which = request.WhichOneof("args")
+        try:
+            call = CallRequest(
+                name=request.name,
+                arguments=struct_to_dict(request.arguments) if which == "arguments" else None,
+                arguments_json=request.arguments_json if which == "arguments_json" else None,
+                call_id=request.call_id,
+                caller_timeout_seconds=context.time_remaining(),
+                hops=_hops(context),
+            )
+            result = await self._toolhost.pipeline.call(call)
+        except ToolhostError as exc:
+            await abort_with(context, exc, "CallTool")
+            raise
+        except Exception as exc:
+            await abort_with(context, exc, "CallTool")
+            raise
+        return call_response(result)
+
+    async def Reload(
+        self, request: tool_service_pb2.ReloadRequest, context: grpc.aio.ServicerContext
+    ) -> tool_service_pb2.ReloadResponse:
+        report = await self._toolhost.reloader.reload("Reload RPC")
+        return reload_response(report)
+
+    async def WatchTools(
+        self, request: tool_service_pb2.WatchToolsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[tool_service_pb2.WatchToolsResponse]:
+        async for change in self._toolhost.registry.watch():
+            yield watch_response(change)
+
+
+def _hops(context: grpc.aio.ServicerContext) -> int:
+    for key, value in context.invocation_metadata() or ():
+        if key == HOPS_METADATA_KEY:
+            try:
+                return max(0, int(value))
+            except ValueError:
+                return 0
+    return 0

@@ -1,0 +1,59 @@
+"""The toolhost core, assembled from a Config: registry, loader, reloader, call pipeline, catalog watcher.
+
+Plain Python: the gRPC surface (api/), the CLI and tests all drive the same object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from contextlib import suppress
+
+from .catalog.loader import ToolLoader
+from .config import Config
+from .pipeline import CallPipeline, PipelineSettings
+from .registry import Registry
+from .reloading import Reloader, ReloadReport
+from .runners import RunnerSettings
+from .watcher import CatalogWatcher
+
+logger = logging.getLogger("toolhost")
+
+
+class Toolhost:
+    """Everything behind the API. `start()` loads the catalog and starts watching; `close()` stops."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.registry = Registry()
+        self.runner_settings = RunnerSettings(
+            kill_grace_seconds=config.kill_grace_seconds,
+            max_output_bytes=config.max_output_bytes,
+            pipeline_target=config.pipeline_target,
+            max_hops=config.max_hops,
+        )
+        self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
+        self.reloader = Reloader(self.loader, self.registry)
+        self.pipeline = CallPipeline(
+            self.registry, PipelineSettings(max_call_seconds=config.max_call_seconds, max_hops=config.max_hops))
+        self._watcher: CatalogWatcher | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+
+    async def start(self) -> ReloadReport:
+        report = await self.reloader.reload("start")
+        if self.config.watch_catalog:
+            dirs = [d for d in self.loader.catalog_dirs if os.path.isdir(d)]
+            self._watcher = CatalogWatcher(dirs, self.config.watch_debounce_ms, self._on_catalog_change)
+            self._watch_task = asyncio.create_task(self._watcher.run(), name="catalog-watcher")
+        return report
+
+    async def _on_catalog_change(self) -> None:
+        await self.reloader.reload("catalog files changed")
+
+    async def close(self) -> None:
+        self.registry.close()
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._watch_task

@@ -1,0 +1,298 @@
+"""Turns one YAML tool definition (the AI Tool Catalog's format plus `runner:`) into a ToolSpec.
+
+Everything a definition can get wrong is reported here with the key it is about, so the caller can point at
+a line. Unknown keys are errors, with the closest known key suggested: a typo such as `timeout_second` must
+not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import jsonschema_rs
+
+from ..model import NO_DEFAULT, PARAMETER_TYPES, Annotations, Example, Parameter, ToolSource, ToolSpec
+from ..schema import check_schema, derive_input_schema
+
+NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
+
+TOP_LEVEL_KEYS = frozenset(
+    {
+        "name", "display_name", "description", "category", "platform", "version", "source", "parameters",
+        "input_schema", "output_schema", "timeout_seconds", "requires_admin", "tags", "examples", "runner",
+        "credentials", "intents", "annotations", "implementation",
+    }
+)
+PARAMETER_KEYS = frozenset(
+    {
+        "name", "type", "description", "required", "default", "enum", "allow_leading_dash",
+        "minimum", "maximum", "exclusive_minimum", "exclusive_maximum", "min_length", "max_length", "pattern",
+        "format", "items", "min_items", "max_items",
+    }
+)
+# YAML spells JSON Schema keywords in snake_case like the rest of the file.
+_SCHEMA_KEYWORDS = {
+    "minimum": "minimum", "maximum": "maximum", "exclusive_minimum": "exclusiveMinimum",
+    "exclusive_maximum": "exclusiveMaximum", "min_length": "minLength", "max_length": "maxLength",
+    "pattern": "pattern", "format": "format", "items": "items", "min_items": "minItems", "max_items": "maxItems",
+}
+ANNOTATION_KEYS = ("read_only", "destructive", "idempotent", "open_world")
+
+
+class DefinitionError(Exception):
+    """A definition is unusable. `key` is the YAML key the problem is at (for locating its line), or ""."""
+
+    def __init__(self, reason: str, key: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.key = key
+
+
+def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
+    """A ToolSpec from a parsed YAML document. `runner` stays empty for `source: local` without `runner:`;
+    the catalog resolves it to the built-in implementation the definition names."""
+    if not isinstance(data, Mapping):
+        raise DefinitionError("a tool definition must be a mapping of keys such as name, description, parameters")
+    _reject_unknown(data, TOP_LEVEL_KEYS, "")
+    name = _required_str(data, "name")
+    if not NAME_PATTERN.match(name):
+        raise DefinitionError(
+            f"name {name!r} must start with a letter and hold only letters, digits, '_', '.' or '-' "
+            "(at most 128 characters)", "name")
+    description = _required_str(data, "description")
+
+    parameters = _parameters(data.get("parameters"))
+    input_schema = data.get("input_schema")
+    if input_schema is not None:
+        if parameters:
+            raise DefinitionError("give either `parameters` or `input_schema`, not both", "input_schema")
+        input_schema = _schema(input_schema, "input_schema")
+        if input_schema.get("type") != "object":
+            raise DefinitionError("input_schema must describe an object (`type: object`)", "input_schema")
+    else:
+        input_schema = derive_input_schema(parameters)
+        check_defaults(parameters)
+    output_schema = data.get("output_schema")
+    if output_schema is not None:
+        output_schema = _schema(output_schema, "output_schema")
+
+    runner = _runner(data, name)
+    return ToolSpec(
+        name=name,
+        description=description,
+        input_schema=input_schema,
+        runner=runner,
+        source=source,
+        origin=origin,
+        display_name=_optional_str(data, "display_name") or name.replace("_", " ").title(),
+        category=_optional_str(data, "category") or "general",
+        platform=_optional_str(data, "platform") or "cross-platform",
+        version=_version(data.get("version")),
+        parameters=parameters,
+        output_schema=output_schema,
+        timeout_seconds=_timeout(data.get("timeout_seconds")),
+        requires_admin=_bool(data, "requires_admin"),
+        tags=_str_list(data, "tags"),
+        examples=_examples(data.get("examples"), input_schema),
+        annotations=_annotations(data.get("annotations")),
+        credentials=_str_list(data, "credentials"),
+        intents=_intents(data.get("intents")),
+    )
+
+
+def _runner(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    source = data.get("source", "local")
+    runner = data.get("runner")
+    if source not in ("local", "pipeline"):
+        raise DefinitionError(f"source must be 'local' or 'pipeline', not {source!r}", "source")
+    if runner is not None:
+        if not isinstance(runner, Mapping) or not isinstance(runner.get("type"), str):
+            raise DefinitionError("runner must be a mapping with a `type` (python, process, script or remote)",
+                                  "runner")
+        if source == "pipeline" and runner.get("type") != "remote":
+            raise DefinitionError("source: pipeline runs on the pipeline toolhost; drop `runner:` or use "
+                                  "`source: local`", "runner")
+        return dict(runner)
+    if source == "pipeline":
+        return {"type": "pipeline", "tool": name}
+    implementation = data.get("implementation", name)
+    if not isinstance(implementation, str):
+        raise DefinitionError("implementation must be the name of a built-in tool", "implementation")
+    return {"type": "builtin", "implementation": implementation}
+
+
+def _reject_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
+            raise DefinitionError(f"unknown key {key!r}{where}{hint}", str(key))
+
+
+def _required_str(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise DefinitionError(f"`{key}` is required and must be a non-empty string", key)
+    return value.strip()
+
+
+def _optional_str(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DefinitionError(f"`{key}` must be a string", key)
+    return value
+
+
+def _bool(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise DefinitionError(f"`{key}` must be true or false", key)
+    return value
+
+
+def _version(value: Any) -> str:
+    if value is None:
+        return "1.0.0"
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise DefinitionError("version must be a string such as '1.0.0'", "version")
+
+
+def _timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise DefinitionError("timeout_seconds must be a positive number of seconds", "timeout_seconds")
+    return float(value)
+
+
+def _str_list(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    value = data.get(key)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise DefinitionError(f"`{key}` must be a list of non-empty strings", key)
+    return tuple(value)
+
+
+def _schema(value: Any, key: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise DefinitionError(f"`{key}` must be a JSON Schema object", key)
+    problem = check_schema(value)
+    if problem:
+        raise DefinitionError(f"`{key}` is {problem}", key)
+    return dict(value)
+
+
+def _parameters(value: Any) -> tuple[Parameter, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise DefinitionError("parameters must be a list of mappings with name, type, description", "parameters")
+    seen: set[str] = set()
+    result = []
+    for index, item in enumerate(value):
+        where = f" in parameter #{index + 1}"
+        if not isinstance(item, Mapping):
+            raise DefinitionError(f"parameter #{index + 1} must be a mapping", "parameters")
+        _reject_unknown(item, PARAMETER_KEYS, where)
+        pname = item.get("name")
+        if not isinstance(pname, str) or not pname:
+            raise DefinitionError(f"parameter #{index + 1} needs a `name`", "parameters")
+        if pname in seen:
+            raise DefinitionError(f"parameter {pname!r} is declared twice", pname)
+        seen.add(pname)
+        ptype = item.get("type", "string")
+        if ptype not in PARAMETER_TYPES:
+            raise DefinitionError(
+                f"parameter {pname!r} has type {ptype!r}; use one of {', '.join(sorted(PARAMETER_TYPES))}", "type")
+        enum = item.get("enum", [])
+        if not isinstance(enum, list):
+            raise DefinitionError(f"parameter {pname!r}: enum must be a list", "enum")
+        for flag in ("required", "allow_leading_dash"):
+            if not isinstance(item.get(flag, False), bool):
+                raise DefinitionError(f"parameter {pname!r}: {flag} must be true or false", flag)
+        description = item.get("description", "")
+        if not isinstance(description, str):
+            raise DefinitionError(f"parameter {pname!r}: description must be a string", "description")
+        result.append(
+            Parameter(
+                name=pname,
+                type=ptype,
+                description=description,
+                required=bool(item.get("required", False)),
+                default=item.get("default", NO_DEFAULT),
+                enum=tuple(enum),
+                schema={_SCHEMA_KEYWORDS[k]: v for k, v in item.items() if k in _SCHEMA_KEYWORDS},
+                allow_leading_dash=bool(item.get("allow_leading_dash", False)),
+            )
+        )
+    return tuple(result)
+
+
+def check_defaults(parameters: tuple[Parameter, ...]) -> None:
+    """A default must itself be a valid value, or every call that relies on it would fail."""
+    for p in parameters:
+        if not p.has_default:
+            continue
+        single = derive_input_schema((Parameter(p.name, p.type, enum=p.enum, schema=p.schema),))
+        validator = jsonschema_rs.validator_for(single)
+        error = next(iter(validator.iter_errors({p.name: p.default})), None)
+        if error is not None:
+            raise DefinitionError(f"parameter {p.name!r}: default {p.default!r} is invalid: {error.message}", "default")
+
+
+def _examples(value: Any, input_schema: Mapping[str, Any]) -> tuple[Example, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise DefinitionError("examples must be a list of {description, parameters}", "examples")
+    validator = jsonschema_rs.validator_for(dict(input_schema))
+    result = []
+    for index, item in enumerate(value):
+        if not isinstance(item, Mapping):
+            raise DefinitionError(f"example #{index + 1} must be a mapping", "examples")
+        # The seed's catalog calls them `parameters`; `arguments` matches the API.
+        arguments = item.get("arguments", item.get("parameters", {}))
+        if not isinstance(arguments, Mapping):
+            raise DefinitionError(f"example #{index + 1}: parameters must be a mapping", "examples")
+        error = next(iter(validator.iter_errors(dict(arguments))), None)
+        if error is not None:
+            raise DefinitionError(f"example #{index + 1} does not fit the parameters: {error.message}", "examples")
+        description = item.get("description", "")
+        result.append(Example(description=str(description), arguments=dict(arguments)))
+    return tuple(result)
+
+
+def _annotations(value: Any) -> Annotations:
+    if value is None:
+        return Annotations()
+    if not isinstance(value, Mapping):
+        raise DefinitionError("annotations must be a mapping of read_only, destructive, idempotent, open_world",
+                              "annotations")
+    _reject_unknown(value, frozenset(ANNOTATION_KEYS), " in annotations")
+    flags = {}
+    for key in ANNOTATION_KEYS:
+        flag = value.get(key, False)
+        if not isinstance(flag, bool):
+            raise DefinitionError(f"annotations.{key} must be true or false", key)
+        flags[key] = flag
+    return Annotations(**flags)
+
+
+def _intents(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise DefinitionError("intents must be a list of regular expressions", "intents")
+    for pattern in value:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise DefinitionError(f"intent {pattern!r} is not a valid regular expression: {exc}", "intents") from exc
+    return tuple(value)

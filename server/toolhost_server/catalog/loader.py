@@ -1,0 +1,92 @@
+"""Assembles the full tool set: built-ins first, then each catalog directory in order, later names winning."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..model import ToolSource, ToolSpec
+from ..registry import CatalogProblem, RegisteredTool
+from ..runners import RunnerSettings, build_runner
+from ..schema import ArgumentValidator
+from .builtins import discover_builtin_definitions
+from .definition import DefinitionError, parse_definition
+from .yaml_files import CatalogDirectoryError, YamlCatalogReader
+
+logger = logging.getLogger("toolhost.registry")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """The outcome of one load. `tools` is None when a catalog directory failed and nothing may change."""
+
+    tools: dict[str, RegisteredTool] | None
+    problems: list[CatalogProblem]
+    missing_required: list[str]
+
+
+class ToolLoader:
+    """Builds the tool set from built-ins and catalog directories. Not thread-safe: one load at a time."""
+
+    def __init__(
+        self,
+        catalog_dirs: Sequence[Path],
+        required_tools: Sequence[str],
+        runner_settings: RunnerSettings,
+    ) -> None:
+        self.catalog_dirs = list(catalog_dirs)
+        self.required_tools = list(required_tools)
+        self._runner_settings = runner_settings
+        self._builtins: dict[str, RegisteredTool] = {}
+        self._builtin_problems: list[CatalogProblem] = []
+        for origin, found in discover_builtin_definitions():
+            if isinstance(found, ToolSpec):
+                try:
+                    self._builtins[found.name] = self.compile(found)
+                    continue
+                except Exception as exc:  # reported like a bad catalog file; the others still load
+                    found = exc
+            problem = CatalogProblem(origin, 0, str(getattr(found, "reason", found)))
+            logger.error("built-in tool at %s cannot be served: %s", origin, problem.reason)
+            self._builtin_problems.append(problem)
+        self._reader = YamlCatalogReader(self._compile_document)
+
+    def load(self) -> LoadResult:
+        """Read everything; on a directory failure return tools=None so the serving snapshot stays."""
+        try:
+            read = self._reader.read(self.catalog_dirs)
+        except CatalogDirectoryError as exc:
+            return LoadResult(None, [*self._builtin_problems, exc.problem], [])
+        tools: dict[str, RegisteredTool] = dict(self._builtins)
+        for tool in read.tools:
+            previous = tools.get(tool.spec.name)
+            if previous is not None:
+                logger.warning("tool %r from %s replaces the one from %s (a later definition wins)",
+                               tool.spec.name, tool.spec.origin, previous.spec.origin)
+            tools[tool.spec.name] = tool
+        missing = [name for name in self.required_tools if name not in tools]
+        return LoadResult(tools, [*self._builtin_problems, *read.problems], missing)
+
+    def compile(self, spec: ToolSpec) -> RegisteredTool:
+        """A servable tool from a spec: the runner built and the argument validator compiled."""
+        if spec.runner.get("type") == "builtin":
+            spec = self._with_builtin_runner(spec)
+        return RegisteredTool(spec, build_runner(spec, self._runner_settings), ArgumentValidator(spec.input_schema))
+
+    def _compile_document(self, data: Any, origin: str) -> RegisteredTool:
+        return self.compile(parse_definition(data, origin, ToolSource.CATALOG))
+
+    def _with_builtin_runner(self, spec: ToolSpec) -> ToolSpec:
+        implementation = str(spec.runner.get("implementation"))
+        builtin = self._builtins.get(implementation)
+        if builtin is None:
+            known = ", ".join(sorted(self._builtins))
+            raise DefinitionError(
+                f"source: local without `runner:` must name a built-in tool, and there is no built-in "
+                f"{implementation!r}; add a `runner:` or set `implementation:` to one of: {known}",
+                "implementation" if implementation != spec.name else "source")
+        return dataclasses.replace(spec, runner=builtin.spec.runner)

@@ -1,0 +1,195 @@
+"""Server configuration: defaults, then an optional YAML file, then TOOLHOST_* variables, then flags.
+
+Each setting is declared once in SETTINGS with its type, environment variable and help; the CLI builds its
+flags from the same table, so a setting cannot exist in one place and be missing in another.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+logger = logging.getLogger("toolhost.config")
+
+BUNDLED_CATALOG = Path(__file__).parent / "catalog" / "examples"
+
+
+class ConfigError(Exception):
+    """A setting is invalid; the message names where it came from and what is allowed."""
+
+
+@dataclass(frozen=True)
+class Config:
+    grpc_address: str = "127.0.0.1:50051"
+    unix_socket: str = ""
+    catalog_dirs: tuple[str, ...] = ()
+    required_tools: tuple[str, ...] = ()
+    watch_catalog: bool = True
+    watch_debounce_ms: int = 300
+    max_call_seconds: float = 300.0
+    kill_grace_seconds: float = 2.0
+    max_output_bytes: int = 1024 * 1024
+    max_message_bytes: int = 16 * 1024 * 1024
+    pipeline_target: str = ""
+    max_hops: int = 8
+    shutdown_delay_seconds: float = 0.0
+    shutdown_grace_seconds: float = 10.0
+    log_level: str = "INFO"
+
+    def effective_catalog_dirs(self) -> tuple[Path, ...]:
+        if self.catalog_dirs:
+            return tuple(Path(d) for d in self.catalog_dirs)
+        return (BUNDLED_CATALOG,)
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    help: str
+    parse: Callable[[Any], Any]
+    env: str = ""
+
+    @property
+    def env_var(self) -> str:
+        return self.env or f"TOOLHOST_{self.name.upper()}"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _address(value: Any) -> str:
+    text = str(value).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError("must be host:port, for example 127.0.0.1:50051 (port 0 picks a free port)")
+    return text
+
+
+def _positive(kind: Callable[[Any], float]) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        number = kind(value)
+        if number <= 0:
+            raise ValueError("must be greater than 0")
+        return number
+    return parse
+
+
+def _non_negative_float(value: Any) -> float:
+    number = float(value)
+    if number < 0:
+        raise ValueError("must not be negative")
+    return number
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("must be true or false")
+
+
+def _list(separator: str) -> Callable[[Any], tuple[str, ...]]:
+    def parse(value: Any) -> tuple[str, ...]:
+        items = value if isinstance(value, (list, tuple)) else str(value).split(separator)
+        return tuple(str(item).strip() for item in items if str(item).strip())
+    return parse
+
+
+def _log_level(value: Any) -> str:
+    level = str(value).upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ValueError("must be DEBUG, INFO, WARNING or ERROR")
+    return level
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("grpc_address", "TCP address of the gRPC server (host:port)", _address),
+    Setting("unix_socket", "also listen on this unix socket path", str),
+    Setting("catalog_dirs", "catalog directory (repeatable; colon-separated in the environment); the bundled "
+            "example catalog is used when none is given", _list(":")),
+    Setting("required_tools", "tools that must exist (comma-separated); missing ones are logged at ERROR",
+            _list(",")),
+    Setting("watch_catalog", "reload when catalog files change", _bool),
+    Setting("watch_debounce_ms", "wait this long for file changes to settle before reloading", _positive(int)),
+    Setting("max_call_seconds", "upper bound of any call, whatever the tool's timeout", _positive(float)),
+    Setting("kill_grace_seconds", "time between SIGTERM and SIGKILL for a process tool that must stop",
+            _non_negative_float),
+    Setting("max_output_bytes", "bytes of stdout and of stderr kept per call", _positive(int)),
+    Setting("max_message_bytes", "largest gRPC message received or sent", _positive(int)),
+    Setting("pipeline_target", "toolhost address that runs `source: pipeline` tools", str),
+    Setting("max_hops", "how many toolhosts a call may be forwarded through", _positive(int)),
+    Setting("shutdown_delay_seconds", "on SIGTERM, keep serving this long with health NOT_SERVING",
+            _non_negative_float),
+    Setting("shutdown_grace_seconds", "then give in-flight calls this long to finish", _non_negative_float),
+    Setting("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
+)
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def load_config(
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> Config:
+    """The Config from every source, validated. `flags` holds only the flags the user gave."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    config_file = config_file or environ.get("TOOLHOST_CONFIG") or None
+    if config_file:
+        values.update(_from_file(Path(config_file)))
+    values.update(_from_environment(environ))
+    for name, raw in (flags or {}).items():
+        values[name] = _parse(_BY_NAME[name], raw, f"flag {_BY_NAME[name].flag}")
+    return dataclasses.replace(Config(), **values)
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text("utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must be a mapping of setting names to values")
+    values = {}
+    for key, raw in data.items():
+        setting = _BY_NAME.get(str(key))
+        if setting is None:
+            raise ConfigError(f"config file {path}: unknown setting {key!r}; known: {', '.join(sorted(_BY_NAME))}")
+        values[setting.name] = _parse(setting, raw, f"{path}: {key}")
+    return values
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    values = {}
+    for setting in SETTINGS:
+        raw = environ.get(setting.env_var)
+        if raw is not None and raw != "":
+            values[setting.name] = _parse(setting, raw, setting.env_var)
+    seed_dirs = environ.get("AI_TOOL_CATALOG_DIRS")
+    if seed_dirs:
+        if "catalog_dirs" in values:
+            logger.warning("both TOOLHOST_CATALOG_DIRS and AI_TOOL_CATALOG_DIRS are set; using TOOLHOST_CATALOG_DIRS")
+        else:
+            values["catalog_dirs"] = _parse(_BY_NAME["catalog_dirs"], seed_dirs, "AI_TOOL_CATALOG_DIRS")
+    return values
+
+
+def _parse(setting: Setting, raw: Any, where: str) -> Any:
+    try:
+        return setting.parse(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{where}={raw!r}: {setting.name} {exc}") from None

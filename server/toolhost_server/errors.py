@@ -1,0 +1,95 @@
+"""The domain errors of toolhost, raised by the core and turned into gRPC status in one place (api/status.py).
+
+    ToolhostError                  base; never raised itself
+     ├── ToolNotFoundError         no tool by that name            -> NOT_FOUND
+     ├── InvalidArgumentsError     arguments fail the schema        -> INVALID_ARGUMENT + BadRequest
+     ├── InvalidRequestError       malformed request                -> INVALID_ARGUMENT
+     ├── InvalidPageTokenError     token not ours / other filter    -> INVALID_ARGUMENT
+     ├── HopLimitExceededError     remote forwarding loop           -> FAILED_PRECONDITION
+     ├── CallerDeadlineExceeded    the caller's deadline passed     -> DEADLINE_EXCEEDED
+     └── ShuttingDownError         the server is draining           -> UNAVAILABLE
+
+A tool that ran and failed is not an exception: it is a CallResult with success=False and a ToolFailure.
+Problems with catalog files are not exceptions either once loading is done: they are CatalogProblem records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class ToolhostError(Exception):
+    """Base of every error the core raises for a request it refuses.
+
+    `reason` is an ErrorReason name without its prefix (see proto/toolhost/v1/error_reason.proto).
+    """
+
+    reason: str = "INTERNAL"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ToolNotFoundError(ToolhostError):
+    """No tool has the requested name."""
+
+    reason = "TOOL_NOT_FOUND"
+
+    def __init__(self, name: str, suggestions: list[str]) -> None:
+        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
+        super().__init__(f"no tool named {name!r}{hint} ListTools shows every tool")
+        self.name = name
+        self.suggestions = suggestions
+
+
+@dataclass(frozen=True, slots=True)
+class FieldViolation:
+    """One problem with the arguments: where (a JSON pointer into the arguments object) and why."""
+
+    pointer: str
+    reason: str
+
+
+class InvalidArgumentsError(ToolhostError):
+    """The arguments do not satisfy the tool's input schema."""
+
+    reason = "INVALID_ARGUMENTS"
+
+    def __init__(self, tool: str, violations: list[FieldViolation]) -> None:
+        listed = "; ".join(f"{v.pointer or '/'}: {v.reason}" for v in violations)
+        super().__init__(
+            f"invalid arguments for tool {tool!r}: {listed}. GetTool({tool!r}) shows the input schema"
+        )
+        self.tool = tool
+        self.violations = violations
+
+
+class InvalidRequestError(ToolhostError):
+    """The request is malformed in a way that is not about a tool's arguments."""
+
+    reason = "INVALID_REQUEST"
+
+
+class InvalidPageTokenError(ToolhostError):
+    """The page token was not issued by this server for the same filter."""
+
+    reason = "INVALID_PAGE_TOKEN"
+
+
+class HopLimitExceededError(ToolhostError):
+    """A call forwarded between toolhosts has passed through too many of them."""
+
+    reason = "HOP_LIMIT_EXCEEDED"
+
+
+class CallerDeadlineExceeded(ToolhostError):
+    """The caller's own deadline passed before the tool finished."""
+
+    reason = "DEADLINE_EXCEEDED"
+
+
+class ShuttingDownError(ToolhostError):
+    """The server is draining and takes no new calls."""
+
+    reason = "SHUTTING_DOWN"

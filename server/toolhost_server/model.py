@@ -1,0 +1,152 @@
+"""The domain model: what a tool is, independent of where it was defined or how it runs."""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Final
+
+
+class ToolSource(enum.Enum):
+    """Where a definition came from (mirrors toolhost.v1.ToolSource)."""
+
+    BUILTIN = "builtin"
+    CATALOG = "catalog"
+    USER = "user"
+    REMOTE = "remote"
+
+
+class _NoDefault:
+    """Marks a parameter without a default; distinct from a default of None (JSON null)."""
+
+    _instance: _NoDefault | None = None
+
+    def __new__(cls) -> _NoDefault:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Final = _NoDefault()
+
+PARAMETER_TYPES: Final = frozenset({"string", "integer", "number", "boolean", "array", "object"})
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """One named argument of a tool.
+
+    `schema` holds further JSON Schema keywords for the argument (minimum, maximum, pattern, items, ...).
+    `allow_leading_dash` lets a process tool receive a value starting with "-", which is refused by default
+    because a program would read it as an option.
+    """
+
+    name: str
+    type: str
+    description: str = ""
+    required: bool = False
+    default: Any = NO_DEFAULT
+    enum: tuple[Any, ...] = ()
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    allow_leading_dash: bool = False
+
+    @property
+    def has_default(self) -> bool:
+        return self.default is not NO_DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """A sample call: what it shows and its arguments object."""
+
+    description: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Annotations:
+    """Behaviour hints in the Model Context Protocol's sense; not enforced."""
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    open_world: bool = False
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A complete, validated tool definition. Immutable: a reload builds new specs, never edits these.
+
+    `runner` is the runner configuration (a mapping with at least "type"); the registry turns it into a Runner.
+    `input_schema` is always set: derived from `parameters` when the definition gave none.
+    """
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    runner: Mapping[str, Any]
+    source: ToolSource
+    origin: str
+    display_name: str = ""
+    category: str = "general"
+    platform: str = "cross-platform"
+    version: str = "1.0.0"
+    parameters: tuple[Parameter, ...] = ()
+    output_schema: Mapping[str, Any] | None = None
+    timeout_seconds: float | None = None
+    requires_admin: bool = False
+    tags: tuple[str, ...] = ()
+    examples: tuple[Example, ...] = ()
+    annotations: Annotations = Annotations()
+    credentials: tuple[str, ...] = ()
+    intents: tuple[str, ...] = ()
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """Hash of what a model sees of the tool: name, description and schemas."""
+        return _sha256_of([self.name, self.description, self.input_schema, self.output_schema])
+
+    @cached_property
+    def content_hash(self) -> str:
+        """Hash of the whole definition, origin excluded: equal hashes mean the same tool."""
+        return _sha256_of(
+            [
+                self.fingerprint,
+                self.display_name,
+                self.category,
+                self.platform,
+                self.version,
+                self.source.value,
+                [_parameter_key(p) for p in self.parameters],
+                self.runner,
+                self.timeout_seconds,
+                self.requires_admin,
+                self.tags,
+                [[e.description, e.arguments] for e in self.examples],
+                [
+                    self.annotations.read_only,
+                    self.annotations.destructive,
+                    self.annotations.idempotent,
+                    self.annotations.open_world,
+                ],
+                self.credentials,
+                self.intents,
+            ]
+        )
+
+
+def _parameter_key(p: Parameter) -> list[Any]:
+    default = None if p.default is NO_DEFAULT else ["default", p.default]
+    return [p.name, p.type, p.description, p.required, default, p.enum, p.schema, p.allow_leading_dash]
+
+
+def _sha256_of(value: Any) -> str:
+    encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), default=list).encode()
+    return hashlib.sha256(encoded).hexdigest()

@@ -1,0 +1,134 @@
+"""The call pipeline: look the tool up, validate its arguments, run it within its time limits, report.
+
+Every call, whichever surface it came from, goes through `CallPipeline.call`; the surfaces only translate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .errors import CallerDeadlineExceeded, HopLimitExceededError, InvalidRequestError, ShuttingDownError
+from .registry import Registry
+from .runners import Invocation, RunOutcome, ToolFailure
+
+logger = logging.getLogger("toolhost.calls")
+
+
+@dataclass(frozen=True, slots=True)
+class CallRequest:
+    """A call as the surfaces hand it over. Give `arguments` or `arguments_json`, not both.
+
+    `caller_timeout_seconds` is what is left of the caller's deadline (None: no deadline).
+    """
+
+    name: str
+    arguments: Mapping[str, Any] | None = None
+    arguments_json: str | None = None
+    call_id: str = ""
+    caller_timeout_seconds: float | None = None
+    hops: int = 0
+    trace_headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """What a call produced (the fields of CallToolResponse)."""
+
+    success: bool
+    tool: str
+    call_id: str
+    generation: int
+    started_at: datetime
+    duration_ms: float
+    outcome: RunOutcome
+    trace_id: str = ""
+    redacted: bool = False
+
+    @property
+    def failure(self) -> ToolFailure | None:
+        return self.outcome.failure
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSettings:
+    """`max_call_seconds` bounds every call; a tool's own timeout can only be shorter."""
+
+    max_call_seconds: float = 300.0
+    max_hops: int = 8
+
+
+class CallPipeline:
+    def __init__(self, registry: Registry, settings: PipelineSettings) -> None:
+        self._registry = registry
+        self._settings = settings
+        self._accepting = True
+
+    def stop_accepting(self) -> None:
+        """Refuse new calls from now on (the server is draining); running calls go on."""
+        self._accepting = False
+
+    async def call(self, request: CallRequest) -> CallResult:
+        """Run one call. Raises a ToolhostError for the caller's mistakes; a tool's failure is in the result."""
+        if not self._accepting:
+            raise ShuttingDownError("the server is shutting down; retry on another replica")
+        if not request.name:
+            raise InvalidRequestError("name is required: the name of the tool to call (ListTools shows them)")
+        if request.hops > self._settings.max_hops:
+            raise HopLimitExceededError(
+                f"the call was forwarded {request.hops} times (limit {self._settings.max_hops}); the remote "
+                "runners' targets form a loop")
+        snapshot = self._registry.snapshot
+        tool = snapshot.get(request.name)
+        arguments = tool.validator.prepare(tool.spec.name, _arguments_of(request))
+        call_id = request.call_id or uuid.uuid4().hex
+        started_at = datetime.now(UTC)
+        started = time.perf_counter()
+
+        tool_limit = min(tool.spec.timeout_seconds or self._settings.max_call_seconds, self._settings.max_call_seconds)
+        caller_limit = request.caller_timeout_seconds
+        budget = tool_limit if caller_limit is None else min(tool_limit, caller_limit)
+        invocation = Invocation(tool.spec, arguments, call_id, budget, request.hops, request.trace_headers)
+        try:
+            async with asyncio.timeout(budget):
+                outcome = await tool.runner.run(invocation)
+        except TimeoutError:
+            if caller_limit is not None and caller_limit <= tool_limit:
+                raise CallerDeadlineExceeded(
+                    f"the caller's deadline of {caller_limit:.3f}s passed before tool {tool.spec.name!r} "
+                    "finished") from None
+            outcome = RunOutcome(failure=ToolFailure(
+                "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
+        duration_ms = (time.perf_counter() - started) * 1000
+        return CallResult(
+            success=outcome.failure is None,
+            tool=tool.spec.name,
+            call_id=call_id,
+            generation=snapshot.generation,
+            started_at=started_at,
+            duration_ms=duration_ms,
+            outcome=outcome,
+        )
+
+
+def _arguments_of(request: CallRequest) -> Mapping[str, Any]:
+    if request.arguments_json is not None and request.arguments is not None:
+        raise InvalidRequestError("give arguments or arguments_json, not both")
+    if request.arguments_json is not None:
+        if not request.arguments_json.strip():
+            return {}
+        try:
+            parsed = json.loads(request.arguments_json)
+        except json.JSONDecodeError as exc:
+            raise InvalidRequestError(f"arguments_json is not valid JSON: {exc}") from None
+        if not isinstance(parsed, dict):
+            raise InvalidRequestError("arguments_json must be a JSON object such as {\"host\": \"example.com\"}")
+        return parsed
+    return request.arguments or {}

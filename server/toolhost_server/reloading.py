@@ -1,0 +1,69 @@
+"""Reloads the registry: one load at a time, off the event loop, then an atomic swap on it."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from .catalog.loader import ToolLoader
+from .registry import CatalogProblem, Registry
+
+logger = logging.getLogger("toolhost.registry")
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadReport:
+    """What a reload did (the fields of ReloadResponse)."""
+
+    success: bool
+    generation: int
+    tools: tuple[str, ...]
+    missing_required: tuple[str, ...]
+    catalog_dirs: tuple[str, ...]
+    problems: tuple[CatalogProblem, ...]
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+
+
+class Reloader:
+    """Owns the loader and serialises reloads, whoever asks (the Reload RPC, the file watcher, start-up)."""
+
+    def __init__(self, loader: ToolLoader, registry: Registry) -> None:
+        self._loader = loader
+        self._registry = registry
+        self._lock = asyncio.Lock()
+        self.reload_count = 0
+
+    async def reload(self, trigger: str) -> ReloadReport:
+        async with self._lock:
+            self.reload_count += 1
+            dirs = tuple(str(d) for d in self._loader.catalog_dirs)
+            logger.info("[ToolRegistry] Reloading (%s) with catalog dirs: %s", trigger, list(dirs))
+            # YAML parsing is CPU work: a thread keeps the loop serving calls meanwhile.
+            result = await asyncio.to_thread(self._loader.load)
+            for problem in result.problems:
+                where = f"{problem.file}:{problem.line}" if problem.line else problem.file
+                logger.error("[ToolRegistry] %s: %s", where, problem.reason)
+            if result.tools is None:
+                snapshot = self._registry.snapshot
+                logger.error("[ToolRegistry] Reload failed; still serving generation %d", snapshot.generation)
+                return ReloadReport(False, snapshot.generation, snapshot.names, (), dirs, tuple(result.problems))
+            change = self._registry.swap(result.tools)
+            snapshot = self._registry.snapshot
+            for name in result.missing_required:
+                logger.error("[ToolRegistry] Required tool '%s' not found in registry!", name)
+            logger.info("[ToolRegistry] Registry loaded with %d tools (generation %d): %s",
+                        len(snapshot), snapshot.generation, list(snapshot.names))
+            return ReloadReport(
+                success=True,
+                generation=snapshot.generation,
+                tools=snapshot.names,
+                missing_required=tuple(result.missing_required),
+                catalog_dirs=dirs,
+                problems=tuple(result.problems),
+                added=change.added if change else (),
+                removed=change.removed if change else (),
+                changed=change.changed if change else (),
+            )

@@ -1,0 +1,94 @@
+"""The Runner contract: how a tool's call is carried out (in-process, as a subprocess, on another toolhost)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..model import ToolSpec
+
+
+class RunnerConfigError(Exception):
+    """A tool's `runner:` configuration cannot work; the message says why and how to fix it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFailure:
+    """Why a tool that ran did not succeed: a code from ToolError's list and a message without secrets."""
+
+    code: str
+    message: str
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """What a runner reports back. `structured` is any JSON value, or None when the tool returned none."""
+
+    output: str = ""
+    stderr: str = ""
+    structured: Any = None
+    exit_code: int | None = None
+    failure: ToolFailure | None = None
+    truncated: bool = False
+    original_size_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """One call as a runner sees it: validated arguments and the time it may take.
+
+    `timeout_seconds` is the whole budget; the pipeline also cancels the runner when it passes, so a runner
+    only needs it to plan (a process runner kills its children in a `finally`, whatever ended the wait).
+    `hops` counts how many toolhosts forwarded the call before this one.
+    """
+
+    tool: ToolSpec
+    arguments: Mapping[str, Any]
+    call_id: str
+    timeout_seconds: float
+    hops: int = 0
+    trace_headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerSettings:
+    """Server-wide settings that runners read. Built once from the server's Config."""
+
+    kill_grace_seconds: float = 2.0
+    max_output_bytes: int = 1024 * 1024
+    pipeline_target: str = ""
+    max_hops: int = 8
+
+
+class Runner(ABC):
+    """Carries out the calls of one tool. A Runner is built once per tool at load and reused by every call.
+
+    Subclasses set `kind` (the `runner.type` they implement in catalog YAML) and validate their configuration in
+    `from_config`, raising RunnerConfigError so that a bad catalog file is reported at load, not at call time::
+
+        class EchoRunner(Runner):
+            kind = "echo"
+
+            @classmethod
+            def from_config(cls, config, tool, settings):
+                return cls()
+
+            async def run(self, invocation):
+                return RunOutcome(output=str(invocation.arguments.get("text", "")))
+
+    `run` reports a failed tool as RunOutcome(failure=...), never by raising; an exception from `run` is an
+    internal error. It must release everything it started (processes, connections) when it is cancelled.
+    """
+
+    kind: ClassVar[str]
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: Mapping[str, Any], tool: ToolSpec, settings: RunnerSettings) -> Runner:
+        """A runner for `tool`, or RunnerConfigError explaining what is wrong with `config`."""
+
+    @abstractmethod
+    async def run(self, invocation: Invocation) -> RunOutcome:
+        """Carry out one call."""

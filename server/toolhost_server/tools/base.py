@@ -1,0 +1,79 @@
+"""The contract of a tool written in Python, and what its `run` receives and returns."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..model import Annotations, Example, Parameter
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a Python tool knows about the call it serves, besides its arguments."""
+
+    call_id: str
+    tool_name: str
+    timeout_seconds: float
+    logger: logging.Logger
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A tool's result: text for a person or a model, and optionally a structured JSON value."""
+
+    text: str = ""
+    structured: Any = None
+
+
+class ToolRaisedFailure(Exception):
+    """Raised by a tool to report a failure with a code of its own choosing (TOOL_EXCEPTION by default).
+
+    Other exceptions are reported as TOOL_EXCEPTION with the exception's type and message.
+    """
+
+    def __init__(self, message: str, code: str = "TOOL_EXCEPTION") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Tool(ABC):
+    """A tool implemented in Python. Subclasses in `toolhost_server.tools` (or in a package that registers
+    itself in the `toolhost.tools` entry-point group) are found and served without further registration::
+
+        class Echo(Tool):
+            name = "echo"
+            description = "Returns its text argument unchanged."
+            parameters = (Parameter("text", "string", "What to echo back.", required=True),)
+            annotations = Annotations(read_only=True, idempotent=True)
+
+            async def run(self, arguments, context):
+                return arguments["text"]
+
+    `run` may return a str (the text output), a ToolOutput, or any other JSON value (returned as
+    structured output and as its JSON text). It may be a plain `def` as well: it then runs in a worker thread.
+    The arguments it receives are already validated against the parameters, with defaults filled in.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    display_name: ClassVar[str] = ""
+    category: ClassVar[str] = "general"
+    platform: ClassVar[str] = "cross-platform"
+    version: ClassVar[str] = "1.0.0"
+    parameters: ClassVar[tuple[Parameter, ...]] = ()
+    output_schema: ClassVar[Mapping[str, Any] | None] = None
+    timeout_seconds: ClassVar[float | None] = None
+    requires_admin: ClassVar[bool] = False
+    tags: ClassVar[tuple[str, ...]] = ()
+    examples: ClassVar[tuple[Example, ...]] = ()
+    annotations: ClassVar[Annotations] = Annotations()
+    credentials: ClassVar[tuple[str, ...]] = ()
+
+    @abstractmethod
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
+        """Carry out one call."""
