@@ -34,7 +34,8 @@ $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/grpc-health-probe &: tools/go.mod tools/go.sum
 	touch $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/grpc-health-probe
 
 $(BUF): tools/package.json tools/package-lock.json
-	npm ci --prefix tools --no-audit --no-fund --silent
+	# Not `npm ci`: the registry here lacks buf's binaries for other platforms, which npm ci insists on.
+	npm install --prefix tools --no-audit --no-fund --silent
 	touch $@
 
 tools: $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/grpc-health-probe $(BUF)

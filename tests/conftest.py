@@ -12,9 +12,9 @@ from typing import Any
 
 import grpc
 import pytest
-from toolhost.v1 import tool_service_pb2_grpc
 
-from toolhost_server.api.server import GrpcServer
+from toolhost.v1 import tool_service_pb2_grpc
+from toolhost_server.api.server import GrpcServer, create_toolhost
 from toolhost_server.app import Toolhost
 from toolhost_server.config import Config
 
@@ -52,7 +52,7 @@ async def start_server() -> AsyncIterator[ServerFactory]:
         if "catalog_dirs" in fields:
             fields["catalog_dirs"] = tuple(str(d) for d in fields["catalog_dirs"])
         config = dataclasses.replace(Config(), **fields)
-        toolhost = Toolhost(config)
+        toolhost = create_toolhost(config)
         await toolhost.start()
         server = GrpcServer(toolhost)
         port = await server.start()

@@ -16,6 +16,7 @@ from .pipeline import CallPipeline, PipelineSettings
 from .registry import Registry
 from .reloading import Reloader, ReloadReport
 from .runners import RunnerSettings
+from .runners.remote import RemoteCaller
 from .watcher import CatalogWatcher
 
 logger = logging.getLogger("toolhost")
@@ -24,7 +25,7 @@ logger = logging.getLogger("toolhost")
 class Toolhost:
     """Everything behind the API. `start()` loads the catalog and starts watching; `close()` stops."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, remote_caller: RemoteCaller | None = None) -> None:
         self.config = config
         self.registry = Registry()
         self.runner_settings = RunnerSettings(
@@ -32,6 +33,7 @@ class Toolhost:
             max_output_bytes=config.max_output_bytes,
             pipeline_target=config.pipeline_target,
             max_hops=config.max_hops,
+            remote_caller=remote_caller,
         )
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
         self.reloader = Reloader(self.loader, self.registry)

@@ -13,8 +13,7 @@ import logging
 import signal
 import sys
 
-from .api.server import GrpcServer
-from .app import Toolhost
+from .api.server import GrpcServer, create_toolhost
 from .config import Config
 
 logger = logging.getLogger("toolhost")
@@ -27,7 +26,7 @@ def configure_logging(level: str) -> None:
 
 async def serve(config: Config) -> int:
     """Serve until a signal asks to stop; return the exit status."""
-    toolhost = Toolhost(config)
+    toolhost = create_toolhost(config)
     await toolhost.start()
     server = GrpcServer(toolhost)
     port = await server.start()

@@ -9,6 +9,7 @@ from typing import Any
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.timestamp_pb2 import Timestamp
+
 from toolhost.v1 import tool_pb2, tool_service_pb2
 
 from ..model import Parameter, ToolSource, ToolSpec

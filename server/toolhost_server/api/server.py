@@ -7,12 +7,20 @@ import logging
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
+
 from toolhost.v1 import tool_service_pb2_grpc
 
 from ..app import Toolhost
+from ..config import Config
+from .remote_client import GrpcRemoteCaller
 from .tool_service import SERVICE_NAME, ToolService
 
 logger = logging.getLogger("toolhost.api")
+
+
+def create_toolhost(config: Config) -> Toolhost:
+    """A Toolhost whose remote runner forwards over gRPC."""
+    return Toolhost(config, remote_caller=GrpcRemoteCaller())
 
 
 class GrpcServer:
@@ -52,3 +60,6 @@ class GrpcServer:
 
     async def stop(self, grace: float) -> None:
         await self.server.stop(grace)
+        caller = self.toolhost.runner_settings.remote_caller
+        if isinstance(caller, GrpcRemoteCaller):
+            await caller.close()

@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import grpc
+
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 from ..app import Toolhost
 from ..errors import ToolhostError
 from ..listing import ToolFilter, list_tools
 from ..pipeline import CallRequest
+from .remote_client import HOPS_METADATA_KEY
 from .convert import ToolMessages, call_response, reload_response, struct_to_dict, watch_response
 from .status import abort_with
 
-HOPS_METADATA_KEY = "toolhost-hops"
 SERVICE_NAME = tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"].full_name
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..model import ToolSpec
+
+if TYPE_CHECKING:
+    from .remote import RemoteCaller
 
 
 class RunnerConfigError(Exception):
@@ -60,6 +63,8 @@ class RunnerSettings:
     max_output_bytes: int = 1024 * 1024
     pipeline_target: str = ""
     max_hops: int = 8
+    # The transport of the remote runner; the API layer provides it (runners do not speak gRPC).
+    remote_caller: RemoteCaller | None = None
 
 
 class Runner(ABC):

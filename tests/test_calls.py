@@ -1,0 +1,161 @@
+"""CallTool through the real server: arguments, validation, errors as status, timeouts."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+import pytest
+from google.protobuf import struct_pb2
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
+
+DESCRIBE_TOOL = """
+name: describe
+description: Reports the arguments it receives with their types.
+runner: {type: python, entrypoint: "catalog_functions:describe"}
+parameters:
+  - {name: count, type: integer, required: true, minimum: 1}
+  - {name: ratio, type: number, default: 0.5}
+  - {name: mode, type: string, enum: [fast, slow], default: fast}
+  - {name: ids, type: array, items: {type: integer}}
+"""
+
+SLEEP_TOOL = """
+name: sleepy
+description: Sleeps, then answers.
+runner: {type: python, entrypoint: "catalog_functions:sleep_echo"}
+timeout_seconds: 0.3
+parameters:
+  - {name: seconds, type: number, required: true}
+"""
+
+
+def details(exc: grpc.aio.AioRpcError) -> tuple[error_details_pb2.ErrorInfo, list[tuple[str, str]]]:
+    """The ErrorInfo and BadRequest field violations a status carries."""
+    status = rpc_status.from_call(exc)
+    assert status is not None, "every toolhost error carries a google.rpc.Status"
+    info = error_details_pb2.ErrorInfo()
+    violations: list[tuple[str, str]] = []
+    for detail in status.details:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            detail.Unpack(info)
+        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            violations = [(v.field, v.description) for v in bad.field_violations]
+    assert info.domain == "toolhost"
+    return info, violations
+
+
+@pytest.fixture
+async def server(start_server, tmp_path):
+    write_tool(tmp_path, "describe", DESCRIBE_TOOL)
+    write_tool(tmp_path, "sleepy", SLEEP_TOOL)
+    write_tool(tmp_path, "failing", 'name: failing\ndescription: Raises.\n'
+               'runner: {type: python, entrypoint: "catalog_functions:fail"}\n'
+               'parameters: [{name: message, type: string, required: true}]\n')
+    write_tool(tmp_path, "unbounded", 'name: unbounded\ndescription: No timeout of its own.\n'
+               'runner: {type: python, entrypoint: "catalog_functions:sleep_echo"}\n'
+               'parameters: [{name: seconds, type: number, required: true}]\n')
+    return await start_server(catalog_dirs=[tmp_path], max_call_seconds=0.5)
+
+
+async def call(server, name, arguments=None, **kwargs):
+    request = tool_service_pb2.CallToolRequest(name=name, **kwargs)
+    if arguments is not None:
+        request.arguments.update(arguments)
+    return await server.stub.CallTool(request)
+
+
+async def test_struct_numbers_arrive_as_ints_and_defaults_are_filled(server):
+    response = await call(server, "describe", {"count": 3, "ids": [1, 2]})
+    assert response.success, response.error
+    got = json.loads(response.output)
+    assert got["count"] == {"value": 3, "type": "int"}
+    assert got["ids"]["value"] == [1, 2] and got["ids"]["type"] == "list"
+    assert got["ratio"] == {"value": 0.5, "type": "float"}
+    assert got["mode"] == {"value": "fast", "type": "str"}
+    assert response.structured_output.struct_value["count"]["value"] == 3
+
+
+async def test_arguments_json_keeps_large_integers_exact(server):
+    big = 2**60 + 1
+    response = await call(server, "describe", arguments_json=json.dumps({"count": big}))
+    assert response.success
+    assert json.loads(response.output)["count"]["value"] == big
+
+
+async def test_invalid_arguments_name_each_field(server):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(server, "describe", {"count": 2.5, "mode": "medium", "extra": True})
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info, violations = details(caught.value)
+    assert info.reason == "INVALID_ARGUMENTS"
+    fields = {field for field, _ in violations}
+    assert fields == {"/count", "/mode", "/extra"}
+    assert any("unknown argument" in reason for field, reason in violations if field == "/extra")
+
+
+async def test_missing_required_argument_points_at_it(server):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(server, "describe", {})
+    _, violations = details(caught.value)
+    assert violations == [("/count", "required argument is missing")]
+
+
+async def test_malformed_arguments_json_is_invalid_request(server):
+    for text in ("{not json", "[1, 2]"):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call(server, "describe", arguments_json=text)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert details(caught.value)[0].reason == "INVALID_REQUEST"
+
+
+async def test_unknown_tool_is_not_found_with_suggestions(server):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(server, "describ", {})
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "'describe'" in caught.value.details()
+    assert details(caught.value)[0].reason == "TOOL_NOT_FOUND"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="eco"))
+    assert caught.value.code() == grpc.StatusCode.NOT_FOUND and "'echo'" in caught.value.details()
+
+
+async def test_tool_exception_is_a_failed_result_not_a_status(server):
+    response = await call(server, "failing", {"message": "disk on fire"})
+    assert not response.success
+    assert response.error.code == "TOOL_EXCEPTION"
+    assert "disk on fire" in response.error.message
+
+
+async def test_tool_timeout_is_a_failed_result(server):
+    response = await call(server, "sleepy", {"seconds": 5})
+    assert not response.success and response.error.code == "TIMEOUT"
+    assert 250 <= response.duration_ms < 2000
+
+
+async def test_caller_deadline_is_deadline_exceeded(server):
+    request = tool_service_pb2.CallToolRequest(name="unbounded", arguments_json='{"seconds": 5}')
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await server.stub.CallTool(request, timeout=0.2)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+async def test_server_wide_maximum_applies_without_other_limits(server):
+    response = await call(server, "unbounded", {"seconds": 5})
+    assert not response.success and response.error.code == "TIMEOUT"
+    assert "0.5s" in response.error.message
+
+
+async def test_response_fields(server):
+    response = await call(server, "echo", {"text": "x"}, call_id="my-call-1")
+    assert response.call_id == "my-call-1"
+    assert response.tool == "echo" and response.generation == 1
+    assert response.timestamp.seconds > 0 and response.duration_ms >= 0
+    assert not response.HasField("exit_code") and not response.HasField("error")
+    assert response.structured_output == struct_pb2.Value()
