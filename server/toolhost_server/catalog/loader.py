@@ -11,7 +11,7 @@ from typing import Any
 
 from ..model import ToolSource, ToolSpec
 from ..registry import CatalogProblem, RegisteredTool
-from ..runners import RunnerSettings, build_runner
+from ..runners import RunnerConfigError, RunnerSettings, build_runner
 from ..schema import ArgumentValidator
 from .builtins import discover_builtin_definitions
 from .definition import DefinitionError, parse_definition
@@ -78,7 +78,12 @@ class ToolLoader:
         return RegisteredTool(spec, build_runner(spec, self._runner_settings), ArgumentValidator(spec.input_schema))
 
     def _compile_document(self, data: Any, origin: str) -> RegisteredTool:
-        return self.compile(parse_definition(data, origin, ToolSource.CATALOG))
+        spec = parse_definition(data, origin, ToolSource.CATALOG)
+        try:
+            return self.compile(spec)
+        except RunnerConfigError as exc:
+            # Point at the line that configured the runner.
+            raise DefinitionError(str(exc), "runner" if "runner" in data else "source") from exc
 
     def _with_builtin_runner(self, spec: ToolSpec) -> ToolSpec:
         implementation = str(spec.runner.get("implementation"))
