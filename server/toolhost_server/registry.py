@@ -111,7 +111,7 @@ def diff(old: Snapshot, new_tools: Mapping[str, RegisteredTool]) -> tuple[list[s
     return added, removed, changed
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: each stream is its own watcher
 class _Watcher:
     queue: asyncio.Queue[GenerationChange | None] = field(default_factory=lambda: asyncio.Queue(maxsize=256))
 

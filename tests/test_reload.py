@@ -1,0 +1,130 @@
+"""Hot reload: WatchTools, calls racing reloads, and the file watcher on a ConfigMap-style symlink swap."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import grpc
+from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
+
+RELOAD = tool_service_pb2.ReloadRequest()
+
+
+def versioned_tool(version: int) -> str:
+    # The default marks which definition served a call: a response must match its generation's version.
+    return ("name: versioned\ndescription: Answers with the catalog version.\n"
+            "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:greet'}\n"
+            f"parameters: [{{name: name, type: string, default: v{version}}}]\n")
+
+
+async def test_watch_sends_the_current_generation_then_each_change(start_server, tmp_path):
+    write_tool(tmp_path, "first")
+    server = await start_server(catalog_dirs=[tmp_path])
+    stream = server.stub.WatchTools(tool_service_pb2.WatchToolsRequest())
+    initial = await stream.read()
+    assert initial.generation == 1 and "first" in initial.added and initial.count == len(initial.added)
+    write_tool(tmp_path, "second")
+    await server.stub.Reload(RELOAD)
+    await server.stub.Reload(RELOAD)  # no change: no message
+    (tmp_path / "first.yaml").unlink()
+    await server.stub.Reload(RELOAD)
+    change = await asyncio.wait_for(stream.read(), 5)
+    assert (change.generation, list(change.added), list(change.removed)) == (2, ["second"], [])
+    change = await asyncio.wait_for(stream.read(), 5)
+    assert (change.generation, list(change.added), list(change.removed)) == (3, [], ["first"])
+    stream.cancel()
+
+
+async def test_watch_streams_end_when_the_registry_closes(start_server, tmp_path):
+    server = await start_server()
+    stream = server.stub.WatchTools(tool_service_pb2.WatchToolsRequest())
+    await stream.read()
+    server.toolhost.registry.close()
+    assert await asyncio.wait_for(stream.read(), 5) is grpc.aio.EOF
+    assert await stream.code() == grpc.StatusCode.OK
+
+
+async def test_calls_racing_reloads_each_see_one_generation(start_server, tmp_path):
+    write_tool(tmp_path, "versioned", versioned_tool(0))
+    server = await start_server(catalog_dirs=[tmp_path])
+    version_of_generation = {server.toolhost.registry.snapshot.generation: 0}
+
+    async def reloads() -> None:
+        for version in range(1, 21):
+            write_tool(tmp_path, "versioned", versioned_tool(version))
+            report = await server.stub.Reload(RELOAD)
+            assert report.success and list(report.changed) == ["versioned"]
+            version_of_generation[report.generation] = version
+
+    async def one_call() -> tool_service_pb2.CallToolResponse:
+        return await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="versioned"))
+
+    reloading = asyncio.create_task(reloads())
+    responses = []
+    for _ in range(5):
+        responses += await asyncio.gather(*(one_call() for _ in range(20)))
+        await asyncio.sleep(0)
+    await reloading
+    assert len(responses) == 100 and all(r.success for r in responses)
+    for response in responses:
+        assert response.output == f"Hello, v{version_of_generation[response.generation]}."
+    assert len(version_of_generation) == 21
+
+
+def make_configmap(root: Path, version: int, files: dict[str, str]) -> None:
+    """Lay out files the way the kubelet does: ..<timestamp>/ holds them, ..data points at it, and each
+    visible name is a symlink through ..data. Updates swap ..data atomically with a rename."""
+    data_dir = root / f"..2026_11_22_00_00_0{version}.000000001"
+    data_dir.mkdir(parents=True)
+    for name, text in files.items():
+        (data_dir / name).write_text(text)
+    tmp_link = root / "..data_tmp"
+    tmp_link.symlink_to(data_dir.name)
+    os.replace(tmp_link, root / "..data")
+    for name in files:
+        visible = root / name
+        if not visible.is_symlink():
+            visible.symlink_to(f"..data/{name}")
+
+
+async def test_configmap_symlink_swap_triggers_exactly_one_reload(start_server, tmp_path):
+    root = tmp_path / "configmap"
+    make_configmap(root, 1, {"cm_tool.yaml": versioned_tool(1)})
+    server = await start_server(catalog_dirs=[root], watch_catalog=True, watch_debounce_ms=200)
+    snapshot = server.toolhost.registry.snapshot
+    assert [n for n in snapshot.names if n == "versioned"] == ["versioned"]
+    reloads_before = server.toolhost.reloader.reload_count
+    await asyncio.sleep(0.3)  # let the watcher start
+
+    make_configmap(root, 2, {"cm_tool.yaml": versioned_tool(2)})
+    for _ in range(100):
+        if server.toolhost.registry.snapshot.generation > snapshot.generation:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)  # any second reload would come within the debounce window
+    assert server.toolhost.reloader.reload_count - reloads_before == 1
+    current = server.toolhost.registry.snapshot
+    assert current.generation == snapshot.generation + 1
+    listed = await server.stub.ListTools(tool_service_pb2.ListToolsRequest(page_size=1000))
+    assert [t.name for t in listed.tools].count("versioned") == 1
+    assert listed.tools[[t.name for t in listed.tools].index("versioned")].origin == str(root / "cm_tool.yaml")
+    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="versioned"))
+    assert response.output == "Hello, v2."
+
+
+async def test_editing_a_file_in_a_watched_directory_reloads(start_server, tmp_path):
+    server = await start_server(catalog_dirs=[tmp_path], watch_catalog=True, watch_debounce_ms=100)
+    await asyncio.sleep(0.3)
+    write_tool(tmp_path, "appeared")
+    for _ in range(100):
+        if "appeared" in server.toolhost.registry.snapshot:
+            break
+        await asyncio.sleep(0.05)
+    response = await server.stub.CallTool(
+        tool_service_pb2.CallToolRequest(name="appeared", arguments_json=json.dumps({"name": "x"})))
+    assert response.success
