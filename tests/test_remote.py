@@ -1,0 +1,65 @@
+"""The remote runner: a call forwarded to a second toolhost, with its deadline, hop limit and failures."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
+
+
+def remote_tool(name: str, target: str, remote_name: str, timeout: float | None = None) -> str:
+    limit = f"timeout_seconds: {timeout}\n" if timeout else ""
+    return (f"name: {name}\ndescription: Forwards to {remote_name} on {target}.\n{limit}"
+            f"runner: {{type: remote, target: '{target}', tool: {remote_name}}}\n"
+            "input_schema: {type: object}\n")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_call_runs_on_the_remote_toolhost(start_server, tmp_path):
+    worker_dir, front_dir = tmp_path / "worker", tmp_path / "front"
+    write_tool(worker_dir, "sleepy", "name: sleepy\ndescription: Sleeps.\n"
+               "runner: {type: python, entrypoint: 'catalog_functions:sleep_echo'}\n"
+               "parameters: [{name: seconds, type: number, required: true}, {name: text, type: string}]\n")
+    worker = await start_server(catalog_dirs=[worker_dir])
+    write_tool(front_dir, "remote_echo", remote_tool("remote_echo", worker.target, "echo"))
+    write_tool(front_dir, "remote_sleepy", remote_tool("remote_sleepy", worker.target, "sleepy", timeout=0.3))
+    write_tool(front_dir, "remote_missing", remote_tool("remote_missing", worker.target, "nope"))
+    front = await start_server(catalog_dirs=[front_dir])
+
+    response = await front.stub.CallTool(tool_service_pb2.CallToolRequest(
+        name="remote_echo", arguments_json=json.dumps({"text": "over there"}), call_id="trace-me"))
+    assert response.success and response.output == "over there"
+    assert response.tool == "remote_echo" and response.call_id == "trace-me"
+
+    # The budget travels as the remote's deadline: the worker stops, the front reports TIMEOUT.
+    response = await front.stub.CallTool(tool_service_pb2.CallToolRequest(
+        name="remote_sleepy", arguments_json=json.dumps({"seconds": 3})))
+    assert not response.success and response.error.code == "TIMEOUT"
+
+    response = await front.stub.CallTool(tool_service_pb2.CallToolRequest(name="remote_missing"))
+    assert not response.success and response.error.code == "REMOTE_ERROR"
+    assert "NOT_FOUND" in response.error.message
+
+
+async def test_an_unreachable_remote_is_a_tool_failure(start_server, tmp_path):
+    write_tool(tmp_path, "gone", remote_tool("gone", f"127.0.0.1:{free_port()}", "echo", timeout=2))
+    server = await start_server(catalog_dirs=[tmp_path])
+    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="gone"))
+    assert not response.success and response.error.code == "REMOTE_UNAVAILABLE"
+
+
+async def test_a_forwarding_loop_is_refused(start_server, tmp_path):
+    server = await start_server(catalog_dirs=[tmp_path], max_hops=3)
+    write_tool(tmp_path, "loop", remote_tool("loop", server.target, "loop", timeout=5))
+    await server.stub.Reload(tool_service_pb2.ReloadRequest())
+    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="loop"))
+    assert not response.success and response.error.code == "REMOTE_ERROR"
+    assert "FAILED_PRECONDITION" in response.error.message and "forwarded 4 times" in response.error.message
