@@ -1,0 +1,56 @@
+"""Runs `toolhost serve` as a real child process for tests that need signals, flags or the environment."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+TESTS_DIR = Path(__file__).resolve().parent
+_LISTENING = re.compile(rb"serving gRPC on 127\.0\.0\.1:(\d+)")
+
+
+class ServerProcess:
+    """A `toolhost serve` child. `start()` waits until it listens and returns its port."""
+
+    def __init__(self, *args: str, env: Mapping[str, str] | None = None) -> None:
+        self.args = args
+        self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), **(env or {})}
+        self.process: asyncio.subprocess.Process | None = None
+        self.log = b""
+        self.port = 0
+
+    async def start(self, timeout: float = 20) -> int:
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "toolhost_server.cli", "serve", "--grpc-address", "127.0.0.1:0", *self.args,
+            env=self.env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        assert self.process.stderr is not None
+        async with asyncio.timeout(timeout):
+            while True:
+                line = await self.process.stderr.readline()
+                if not line:
+                    raise RuntimeError(f"server exited before listening:\n{self.log.decode()}")
+                self.log += line
+                found = _LISTENING.search(line)
+                if found:
+                    self.port = int(found.group(1))
+                    return self.port
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    async def wait(self, timeout: float = 30) -> int:
+        """Wait for the exit status, collecting the rest of the log."""
+        assert self.process is not None and self.process.stderr is not None
+        async with asyncio.timeout(timeout):
+            self.log += await self.process.stderr.read()
+            return await self.process.wait()
+
+    async def stop(self) -> None:
+        if self.process is not None and self.process.returncode is None:
+            self.process.kill()
+            await self.process.wait()

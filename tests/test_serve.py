@@ -1,0 +1,144 @@
+"""The `toolhost serve` process: graceful shutdown on SIGTERM, health, unix socket, configuration errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import grpc
+import pytest
+from conftest import write_tool
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from server_process import ServerProcess
+
+from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
+from toolhost_server.config import ConfigError, load_config
+
+SLOW_TOOL = ("name: slow\ndescription: Sleeps, then answers.\n"
+             "runner: {type: python, entrypoint: 'catalog_functions:sleep_echo'}\n"
+             "parameters: [{name: seconds, type: number, required: true}, {name: text, type: string}]\n")
+
+
+@pytest.fixture
+async def served(tmp_path):
+    processes: list[ServerProcess] = []
+
+    async def start(*args: str, env: dict[str, str] | None = None) -> ServerProcess:
+        process = ServerProcess(*args, env=env)
+        processes.append(process)
+        await process.start()
+        return process
+
+    yield start
+    for process in processes:
+        await process.stop()
+
+
+async def health_status(channel: grpc.aio.Channel, service: str = "") -> int:
+    stub = health_pb2_grpc.HealthStub(channel)
+    return (await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)).status
+
+
+async def test_sigterm_lets_calls_in_flight_finish_and_exits_0(served, tmp_path):
+    write_tool(tmp_path, "slow", SLOW_TOOL)
+    server = await served("--catalog-dir", str(tmp_path), "--shutdown-delay-seconds", "1",
+                          "--shutdown-grace-seconds", "10")
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
+        calls = [asyncio.ensure_future(stub.CallTool(tool_service_pb2.CallToolRequest(
+            name="slow", arguments_json=json.dumps({"seconds": 2, "text": f"call {i}"})))) for i in range(5)]
+        await asyncio.sleep(0.3)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        # During the delay: health says NOT_SERVING at once, and the server still answers.
+        assert await health_status(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
+        assert await health_status(channel, "toolhost.v1.ToolService") == health_pb2.HealthCheckResponse.NOT_SERVING
+        echoed = await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'))
+        assert echoed.output == "x"
+        responses = await asyncio.gather(*calls)
+    assert [r.output for r in responses] == [f"call {i}" for i in range(5)]
+    assert all(r.success for r in responses)
+    assert await server.wait() == 0
+    assert b"stopped" in server.log
+
+
+async def test_new_calls_are_refused_after_the_delay(served, tmp_path):
+    write_tool(tmp_path, "slow", SLOW_TOOL)
+    server = await served("--catalog-dir", str(tmp_path), "--shutdown-grace-seconds", "5")
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        in_flight = asyncio.ensure_future(stub.CallTool(tool_service_pb2.CallToolRequest(
+            name="slow", arguments_json='{"seconds": 1.5}')))
+        await asyncio.sleep(0.3)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'),
+                                timeout=2)
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        assert (await in_flight).success
+    assert await server.wait() == 0
+
+
+async def test_watch_streams_end_on_shutdown(served):
+    server = await served()
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        stream = tool_service_pb2_grpc.ToolServiceStub(channel).WatchTools(tool_service_pb2.WatchToolsRequest())
+        first = await stream.read()
+        assert first.generation == 1 and "echo" in first.added
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(stream.read(), 10) is grpc.aio.EOF
+    assert await server.wait() == 0
+
+
+async def test_serves_on_a_unix_socket_too(served, tmp_path):
+    socket_path = tmp_path / "toolhost.sock"
+    await served("--unix-socket", str(socket_path))
+    async with grpc.aio.insecure_channel(f"unix:{socket_path}") as channel:
+        stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        response = await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "u"}'))
+        assert response.output == "u"
+
+
+async def test_environment_configures_the_server(served, tmp_path):
+    write_tool(tmp_path / "a", "from_env")
+    server = await served(env={"AI_TOOL_CATALOG_DIRS": str(tmp_path / "a"), "TOOLHOST_REQUIRED_TOOLS": "nope"})
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        report = await tool_service_pb2_grpc.ToolServiceStub(channel).Reload(tool_service_pb2.ReloadRequest())
+    assert "from_env" in report.tools and "greet" not in report.tools
+    assert list(report.catalog_dirs) == [str(tmp_path / "a")]
+    assert list(report.missing_required) == ["nope"]
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--grpc-address", "nowhere"], {}, "grpc_address must be host:port"),
+        (["--max-call-seconds", "-1"], {}, "max_call_seconds must be greater than 0"),
+        ([], {"TOOLHOST_WATCH_CATALOG": "maybe"}, "TOOLHOST_WATCH_CATALOG='maybe': watch_catalog must be true or false"),
+    ],
+)
+def test_bad_configuration_is_refused_with_a_clear_message(args, env, message):
+    result = subprocess.run(
+        [sys.executable, "-m", "toolhost_server.cli", "serve", *args], env={**os.environ, **env},
+        capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_config_file_is_read_and_flags_win(tmp_path):
+    config_file = tmp_path / "toolhost.yaml"
+    config_file.write_text("max_hops: 3\nrequired_tools: [a, b]\ngrpc_address: 127.0.0.1:6000\n")
+    config = load_config({"grpc_address": "127.0.0.1:7000"}, {"TOOLHOST_MAX_HOPS": "4"}, str(config_file))
+    assert (config.max_hops, config.required_tools, config.grpc_address) == (4, ("a", "b"), "127.0.0.1:7000")
+    config_file.write_text("max_hop: 3\n")
+    with pytest.raises(ConfigError, match="unknown setting 'max_hop'"):
+        load_config({}, {}, str(config_file))
