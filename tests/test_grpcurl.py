@@ -1,0 +1,85 @@
+"""grpcurl and grpc-health-probe against a real server, through reflection only (no proto files)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from conftest import tool_binary
+
+
+async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    async with asyncio.timeout(timeout):
+        out, err = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture
+async def grpcurl(start_server):
+    server = await start_server()
+
+    async def call(*args: str, data: object | None = None) -> tuple[int, str, str]:
+        extra = ["-d", json.dumps(data)] if data is not None else []
+        return await run(tool_binary("grpcurl"), "-plaintext", *extra, server.target, *args)
+
+    return call
+
+
+async def test_list_and_describe_through_reflection(grpcurl):
+    code, out, err = await grpcurl("list")
+    assert code == 0, err
+    assert set(out.split()) >= {"toolhost.v1.ToolService", "grpc.health.v1.Health",
+                                "grpc.reflection.v1alpha.ServerReflection"}
+    code, out, err = await grpcurl("describe", "toolhost.v1.ToolService")
+    assert code == 0, err
+    for rpc in ("ListTools", "GetTool", "CallTool", "Reload", "WatchTools"):
+        assert f"rpc {rpc}" in out
+    code, out, _ = await grpcurl("describe", "toolhost.v1.CallToolResponse")
+    assert "original_size_bytes" in out and ".google.protobuf.Value structured_output" in out
+
+
+async def test_every_rpc_can_be_called(grpcurl):
+    code, out, err = await grpcurl("toolhost.v1.ToolService/ListTools", data={"page_size": 2})
+    assert code == 0, err
+    listed = json.loads(out)
+    assert len(listed["tools"]) == 2 and listed["next_page_token"] and listed["generation"] == "1"
+
+    code, out, err = await grpcurl("toolhost.v1.ToolService/GetTool", data={"name": "echo"})
+    assert code == 0, err
+    assert json.loads(out)["tool"]["input_schema"]["required"] == ["text"]
+
+    code, out, err = await grpcurl("toolhost.v1.ToolService/CallTool",
+                                   data={"name": "echo", "arguments": {"text": "from grpcurl"}})
+    assert code == 0, err
+    called = json.loads(out)
+    assert called["success"] is True and called["output"] == "from grpcurl"
+
+    code, out, err = await grpcurl("toolhost.v1.ToolService/Reload")
+    assert code == 0, err
+    assert json.loads(out)["success"] is True
+
+    code, out, err = await grpcurl("-max-time", "1", "toolhost.v1.ToolService/WatchTools")
+    first = json.JSONDecoder().raw_decode(out)[0]
+    assert first["generation"] == "1" and "echo" in first["added"]
+    assert "DeadlineExceeded" in err  # the stream stays open until the client's -max-time
+
+
+async def test_errors_carry_error_info(grpcurl):
+    code, _, err = await grpcurl("toolhost.v1.ToolService/CallTool", data={"name": "echo", "arguments": {}})
+    assert code != 0
+    assert "InvalidArgument" in err and "INVALID_ARGUMENTS" in err and "/text" in err
+
+
+async def test_health_probe_overall_and_per_service(start_server):
+    server = await start_server()
+    probe = tool_binary("grpc-health-probe")
+    for service in ("", "toolhost.v1.ToolService"):
+        code, out, err = await run(probe, f"-addr={server.target}", f"-service={service}")
+        assert code == 0 and "SERVING" in out + err
+    code, out, err = await run(probe, f"-addr={server.target}", "-service=no.such.Service")
+    assert code != 0 and "NotFound" in out + err
