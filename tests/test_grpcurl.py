@@ -23,9 +23,9 @@ async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
 async def grpcurl(start_server):
     server = await start_server()
 
-    async def call(*args: str, data: object | None = None) -> tuple[int, str, str]:
+    async def call(*args: str, data: object | None = None, flags: tuple[str, ...] = ()) -> tuple[int, str, str]:
         extra = ["-d", json.dumps(data)] if data is not None else []
-        return await run(tool_binary("grpcurl"), "-plaintext", *extra, server.target, *args)
+        return await run(tool_binary("grpcurl"), "-plaintext", *flags, *extra, server.target, *args)
 
     return call
 
@@ -63,7 +63,7 @@ async def test_every_rpc_can_be_called(grpcurl):
     assert code == 0, err
     assert json.loads(out)["success"] is True
 
-    code, out, err = await grpcurl("-max-time", "1", "toolhost.v1.ToolService/WatchTools")
+    code, out, err = await grpcurl("toolhost.v1.ToolService/WatchTools", flags=("-max-time", "2"))
     first = json.JSONDecoder().raw_decode(out)[0]
     assert first["generation"] == "1" and "echo" in first["added"]
     assert "DeadlineExceeded" in err  # the stream stays open until the client's -max-time
