@@ -6,9 +6,9 @@ import logging
 import shutil
 
 import pytest
-from toolhost.v1 import tool_pb2, tool_service_pb2
-
 from conftest import write_tool
+
+from toolhost.v1 import tool_pb2, tool_service_pb2
 
 RELOAD = tool_service_pb2.ReloadRequest()
 

@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import pytest
-
 from conftest import tool_binary
 
 

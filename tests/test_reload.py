@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 
 import grpc
-from toolhost.v1 import tool_service_pb2
-
 from conftest import write_tool
+
+from toolhost.v1 import tool_service_pb2
 
 RELOAD = tool_service_pb2.ReloadRequest()
 

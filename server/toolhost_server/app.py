@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from contextlib import suppress
 
 from .catalog.loader import ToolLoader
@@ -45,8 +44,8 @@ class Toolhost:
     async def start(self) -> ReloadReport:
         report = await self.reloader.reload("start")
         if self.config.watch_catalog:
-            dirs = [d for d in self.loader.catalog_dirs if os.path.isdir(d)]
-            self._watcher = CatalogWatcher(dirs, self.config.watch_debounce_ms, self._on_catalog_change)
+            self._watcher = CatalogWatcher(
+                self.loader.catalog_dirs, self.config.watch_debounce_ms, self._on_catalog_change)
             self._watch_task = asyncio.create_task(self._watcher.run(), name="catalog-watcher")
         return report
 

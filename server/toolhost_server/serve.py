@@ -9,6 +9,7 @@ endpoints notice; then watch streams end, new calls are refused and in-flight ca
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -51,10 +52,8 @@ async def serve(config: Config) -> int:
     logger.info("shutting down: health is NOT_SERVING; serving %.1fs more before draining",
                 config.shutdown_delay_seconds)
     await server.set_not_serving()
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(force_stop.wait(), config.shutdown_delay_seconds)
-    except TimeoutError:
-        pass
     toolhost.pipeline.stop_accepting()
     toolhost.registry.close()
     grace = 0.0 if force_stop.is_set() else config.shutdown_grace_seconds

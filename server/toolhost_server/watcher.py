@@ -19,7 +19,8 @@ class CatalogWatcher:
     def __init__(
         self, directories: Sequence[Path], debounce_ms: int, on_change: Callable[[], Awaitable[None]]
     ) -> None:
-        self._directories = [str(d) for d in directories]
+        # A directory missing at start cannot be watched (inotify needs it); Reload reports it as an error.
+        self._directories = [str(d) for d in directories if d.is_dir()]
         self._debounce_ms = debounce_ms
         self._on_change = on_change
 

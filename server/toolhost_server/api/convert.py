@@ -27,7 +27,7 @@ _SOURCES = {
 
 def to_struct(mapping: Mapping[str, Any]) -> struct_pb2.Struct:
     message = struct_pb2.Struct()
-    json_format.ParseDict(mapping, message)
+    json_format.ParseDict(dict(mapping), message)
     return message
 
 

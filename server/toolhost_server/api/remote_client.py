@@ -6,6 +6,7 @@ import json
 
 import grpc
 from google.protobuf import json_format
+
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 
 from ..runners import RunOutcome, ToolFailure

@@ -7,6 +7,7 @@ import uuid
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -36,7 +37,7 @@ _CODES: dict[type[ToolhostError], grpc.StatusCode] = {
 }
 
 
-def _pack(message: object) -> any_pb2.Any:
+def _pack(message: Message) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed

@@ -12,8 +12,8 @@ from ..app import Toolhost
 from ..errors import ToolhostError
 from ..listing import ToolFilter, list_tools
 from ..pipeline import CallRequest
-from .remote_client import HOPS_METADATA_KEY
 from .convert import ToolMessages, call_response, reload_response, struct_to_dict, watch_response
+from .remote_client import HOPS_METADATA_KEY
 from .status import abort_with
 
 SERVICE_NAME = tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"].full_name
