@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 PROTO_FILES := $(wildcard proto/toolhost/v1/*.proto)
 PY_GEN_DIR := clients/python/src
 
-.PHONY: help run test generate check-generated lint tools venv clean
+.PHONY: help run test bench generate check-generated lint tools venv clean
 
 help:
 	@echo "make run              start the server on its defaults (gRPC 127.0.0.1:50051, bundled catalog)"
@@ -19,6 +19,7 @@ help:
 	@echo "make generate         regenerate the code made from proto/"
 	@echo "make check-generated  fail when the committed generated code differs from proto/"
 	@echo "make lint             buf lint, ruff and mypy --strict"
+	@echo "make bench            measure toolhost against a bare grpc.aio server (bench/results/)"
 	@echo "make tools            install pinned grpcurl, grpc-health-probe and buf into .tools/ and tools/"
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
@@ -45,6 +46,9 @@ run: venv
 
 test: venv tools
 	PATH="$(TOOLS_BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(BIN)/python bench/core_latency.py
 
 # Generated Python goes next to the hand-written client; see clients/python/src/toolhost/v1.
 define generate_python

@@ -1,0 +1,43 @@
+"""The baseline for benchmarks: a bare grpc.aio ToolService with the same messages and no toolhost logic.
+
+CallTool echoes `text` back; ListTools returns a prebuilt page. Whatever toolhost costs on top of this is
+its own overhead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import grpc
+from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
+
+
+class BareToolService(tool_service_pb2_grpc.ToolServiceServicer):
+    def __init__(self, tool_count: int) -> None:
+        self._page = tool_service_pb2.ListToolsResponse(
+            tools=[tool_pb2.Tool(name=f"tool_{i:05d}", description=f"Generated tool {i}.") for i in range(tool_count)],
+            total_size=tool_count,
+            generation=1,
+        )
+
+    async def ListTools(self, request, context):  # type: ignore[no-untyped-def]
+        return self._page
+
+    async def CallTool(self, request, context):  # type: ignore[no-untyped-def]
+        arguments = json.loads(request.arguments_json) if request.arguments_json else {}
+        return tool_service_pb2.CallToolResponse(success=True, tool=request.name, output=str(arguments.get("text")))
+
+
+async def main(tool_count: int) -> None:
+    server = grpc.aio.server()
+    tool_service_pb2_grpc.add_ToolServiceServicer_to_server(BareToolService(tool_count), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(f"serving gRPC on 127.0.0.1:{port}", file=sys.stderr, flush=True)
+    await server.wait_for_termination()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1000))
