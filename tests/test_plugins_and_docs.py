@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from toolhost.v1 import tool_pb2, tool_service_pb2
-
 from conftest import REPO_ROOT
+
+from toolhost.v1 import tool_pb2, tool_service_pb2
 from toolhost_server.config import SETTINGS
 
 

@@ -123,7 +123,8 @@ async def test_environment_configures_the_server(served, tmp_path):
     [
         (["--grpc-address", "nowhere"], {}, "grpc_address must be host:port"),
         (["--max-call-seconds", "-1"], {}, "max_call_seconds must be greater than 0"),
-        ([], {"TOOLHOST_WATCH_CATALOG": "maybe"}, "TOOLHOST_WATCH_CATALOG='maybe': watch_catalog must be true or false"),
+        ([], {"TOOLHOST_WATCH_CATALOG": "maybe"},
+         "TOOLHOST_WATCH_CATALOG='maybe': watch_catalog must be true or false"),
     ],
 )
 def test_bad_configuration_is_refused_with_a_clear_message(args, env, message):

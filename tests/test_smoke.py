@@ -20,3 +20,23 @@ async def test_bundled_catalog_lists_and_calls_echo(start_server):
     got = await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="greet"))
     assert got.tool.source == tool_pb2.TOOL_SOURCE_CATALOG
     assert got.tool.input_schema["required"] == ["name"]
+
+
+async def test_bundled_catalog_has_a_working_tool_per_runner_type(start_server):
+    server = await start_server()
+    report = await server.stub.Reload(tool_service_pb2.ReloadRequest())
+    assert not report.errors, report.errors
+    runner_types = {server.toolhost.registry.snapshot.get(name).spec.runner["type"] for name in report.tools}
+    assert {"python", "process", "script", "remote"} <= runner_types
+
+    async def call(name: str, arguments: dict) -> tool_service_pb2.CallToolResponse:
+        return await server.stub.CallTool(
+            tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments)))
+
+    assert (await call("greet", {"name": "Ada", "excited": True})).output == "Hello, Ada!"
+    counted = await call("word_count", {"text": "one two\nthree $(reboot) `x`"})
+    assert counted.success and counted.output.strip() == "lines=1 words=5 chars=27"
+    df = await call("disk_free", {"path": "/"})
+    assert df.success and df.exit_code == 0 and "Filesystem" in df.output
+    # remote_echo forwards to the default address (tests/test_remote.py calls through real second servers).
+    assert server.toolhost.registry.snapshot.get("remote_echo").spec.runner["target"] == "127.0.0.1:50051"

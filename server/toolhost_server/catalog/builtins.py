@@ -19,7 +19,7 @@ from .. import tools as builtin_tools_package
 from ..model import ToolSource, ToolSpec
 from ..schema import derive_input_schema
 from ..tools.base import Tool
-from .definition import NAME_PATTERN, DefinitionError, check_defaults, parse_definition
+from .definition import NAME_PATTERN, DefinitionError, check_defaults, check_examples, check_intents, parse_definition
 
 logger = logging.getLogger("toolhost.catalog")
 
@@ -37,10 +37,12 @@ def spec_from_tool_class(cls: type[Tool]) -> ToolSpec:
     if not isinstance(description, str) or not description.strip():
         raise DefinitionError(f"{where} needs a `description`")
     check_defaults(cls.parameters)
+    input_schema = derive_input_schema(cls.parameters)
+    check_examples(cls.examples, input_schema)
     return ToolSpec(
         name=name,
         description=inspect.cleandoc(description),
-        input_schema=derive_input_schema(cls.parameters),
+        input_schema=input_schema,
         runner={"type": "python", "entrypoint": f"{cls.__module__}:{cls.__qualname__}"},
         source=ToolSource.BUILTIN,
         origin=f"python:{where}",
@@ -56,6 +58,7 @@ def spec_from_tool_class(cls: type[Tool]) -> ToolSpec:
         examples=cls.examples,
         annotations=cls.annotations,
         credentials=cls.credentials,
+        intents=check_intents(list(cls.intents)),
     )
 
 

@@ -99,7 +99,7 @@ def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
         examples=_examples(data.get("examples"), input_schema),
         annotations=_annotations(data.get("annotations")),
         credentials=_str_list(data, "credentials"),
-        intents=_intents(data.get("intents")),
+        intents=check_intents(data.get("intents")),
     )
 
 
@@ -252,7 +252,6 @@ def _examples(value: Any, input_schema: Mapping[str, Any]) -> tuple[Example, ...
         return ()
     if not isinstance(value, list):
         raise DefinitionError("examples must be a list of {description, parameters}", "examples")
-    validator = jsonschema_rs.validator_for(dict(input_schema))
     result = []
     for index, item in enumerate(value):
         if not isinstance(item, Mapping):
@@ -261,12 +260,20 @@ def _examples(value: Any, input_schema: Mapping[str, Any]) -> tuple[Example, ...
         arguments = item.get("arguments", item.get("parameters", {}))
         if not isinstance(arguments, Mapping):
             raise DefinitionError(f"example #{index + 1}: parameters must be a mapping", "examples")
-        error = next(iter(validator.iter_errors(dict(arguments))), None)
+        result.append(Example(description=str(item.get("description", "")), arguments=dict(arguments)))
+    check_examples(tuple(result), input_schema)
+    return tuple(result)
+
+
+def check_examples(examples: tuple[Example, ...], input_schema: Mapping[str, Any]) -> None:
+    """An example a model copies must be a valid call."""
+    if not examples:
+        return
+    validator = jsonschema_rs.validator_for(dict(input_schema))
+    for index, example in enumerate(examples):
+        error = next(iter(validator.iter_errors(dict(example.arguments))), None)
         if error is not None:
             raise DefinitionError(f"example #{index + 1} does not fit the parameters: {error.message}", "examples")
-        description = item.get("description", "")
-        result.append(Example(description=str(description), arguments=dict(arguments)))
-    return tuple(result)
 
 
 def _annotations(value: Any) -> Annotations:
@@ -285,7 +292,8 @@ def _annotations(value: Any) -> Annotations:
     return Annotations(**flags)
 
 
-def _intents(value: Any) -> tuple[str, ...]:
+def check_intents(value: Any) -> tuple[str, ...]:
+    """The intent patterns, each a valid regular expression."""
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

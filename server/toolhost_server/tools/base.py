@@ -73,6 +73,8 @@ class Tool(ABC):
     examples: ClassVar[tuple[Example, ...]] = ()
     annotations: ClassVar[Annotations] = Annotations()
     credentials: ClassVar[tuple[str, ...]] = ()
+    # Regular expressions of chat requests this tool answers, with named groups for its arguments.
+    intents: ClassVar[tuple[str, ...]] = ()
 
     @abstractmethod
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:

@@ -1,17 +1,15 @@
-"""The `toolhost` command: `serve`, and client commands that talk to a running server."""
+"""`toolhost serve`: its flags, one per server setting, and running the server with them."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
 
-from .config import SETTINGS, ConfigError, load_config
-from .serve import configure_logging, serve
+from ..config import SETTINGS, ConfigError, load_config
 
 
-def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("serve", help="run the server (configured by flags, TOOLHOST_* and --config)")
     parser.add_argument("--config", help="YAML file of settings (or TOOLHOST_CONFIG)")
     for setting in SETTINGS:
@@ -21,7 +19,10 @@ def _add_serve(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             parser.add_argument(setting.flag, dest=setting.name, help=f"{setting.help} [{setting.env_var}]")
 
 
-def _run_serve(args: argparse.Namespace) -> int:
+def run_serve(args: argparse.Namespace) -> int:
+    # Imported here: the server pulls in every runner and tool pack, which the client commands do not need.
+    from ..serve import configure_logging, serve
+
     flags = {s.name: getattr(args, s.name) for s in SETTINGS if getattr(args, s.name, None) is not None}
     try:
         config = load_config(flags, config_file=args.config)
@@ -34,18 +35,3 @@ def _run_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"toolhost: {exc}", file=sys.stderr)
         return 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="toolhost", description="Host tools for AI agents over gRPC.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    _add_serve(sub)
-    args = parser.parse_args(argv)
-    if args.command == "serve":
-        return _run_serve(args)
-    parser.error(f"unknown command {args.command}")
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,211 @@
+"""The asyncio client, over grpc.aio; the same methods as Client, awaited.
+
+    async with toolhost.AsyncClient("127.0.0.1:50051", timeout=30) as client:
+        async for tool in client.list_tools(category="network"):
+            print(tool.name)
+        result = await client.call_tool("echo", text="hello")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+
+from ._client import (
+    DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+    DEFAULT_TARGET,
+    Metadata,
+    ToolView,
+    call_request,
+    channel_options,
+    list_request,
+    metadata_pairs,
+    view_value,
+)
+from ._errors import error_from_rpc
+from ._results import GenerationEvent, ReloadResult, ToolInfo, ToolPage, ToolResult
+from .v1 import tool_service_pb2, tool_service_pb2_grpc
+
+__all__ = ["AsyncClient", "AsyncToolWatch"]
+
+_Response = TypeVar("_Response")
+
+
+class AsyncClient:
+    """An asyncio client of one toolhost server. Create it inside a running event loop and reuse it.
+
+    The arguments mean what they mean for Client: `timeout` is the default deadline in seconds of each call,
+    `metadata` goes with every call, a `channel` you pass (a grpc.aio.Channel) stays open on close().
+    """
+
+    def __init__(
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout: float | None = None,
+        metadata: Metadata | None = None,
+        channel: grpc.aio.Channel | None = None,
+        credentials: grpc.ChannelCredentials | None = None,
+        max_receive_message_bytes: int = DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+    ) -> None:
+        self.target = target
+        self.timeout = timeout
+        self._metadata = metadata_pairs(metadata)
+        self._owns_channel = channel is None
+        if channel is None:
+            options = channel_options(max_receive_message_bytes)
+            if credentials is not None:
+                channel = grpc.aio.secure_channel(target, credentials, options=options)
+            else:
+                channel = grpc.aio.insecure_channel(target, options=options)
+        self._channel = channel
+        self._stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        self._watches: weakref.WeakSet[AsyncToolWatch] = weakref.WeakSet()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """End open watch_tools streams and close the channel (unless it was passed in)."""
+        for watch in list(self._watches):
+            await watch.aclose()
+        if self._owns_channel:
+            await self._channel.close()
+
+    async def _unary(
+        self, method: Callable[..., Awaitable[_Response]], request: Any, deadline: float | None = None
+    ) -> _Response:
+        """Call `method`; `deadline` (seconds) overrides the client's default timeout."""
+        timeout = self.timeout if deadline is None else deadline
+        try:
+            return await method(request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from exc
+
+    async def list_tools_page(
+        self,
+        platform: str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] = (),
+        provider: str | None = None,
+        view: ToolView = "basic",
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> ToolPage:
+        """One page of tools matching every filter given (page_size 0: the server's 100, at most 1000)."""
+        request = list_request(platform, category, tags, provider, view, page_size, page_token)
+        return ToolPage.from_proto(await self._unary(self._stub.ListTools, request))
+
+    def list_tools(
+        self,
+        platform: str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] = (),
+        provider: str | None = None,
+        view: ToolView = "basic",
+        page_size: int = 0,
+    ) -> AsyncIterator[ToolInfo]:
+        """Every tool matching the filters, sorted by name: `async for tool in client.list_tools(): ...`.
+        Pages are fetched as the iteration reaches them."""
+        return self._pages(list_request(platform, category, tags, provider, view, page_size, ""))
+
+    async def _pages(self, request: tool_service_pb2.ListToolsRequest) -> AsyncIterator[ToolInfo]:
+        while True:
+            page = ToolPage.from_proto(await self._unary(self._stub.ListTools, request))
+            for tool in page.tools:
+                yield tool
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    async def get_tool(self, name: str, view: ToolView = "full") -> ToolInfo:
+        """One tool by name; NotFoundError (suggesting close names) when there is none."""
+        request = tool_service_pb2.GetToolRequest(name=name, view=view_value(view))
+        return ToolInfo.from_proto((await self._unary(self._stub.GetTool, request)).tool)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        /,
+        *,
+        call_id: str | None = None,
+        # The gRPC deadline of this call, the same parameter as Client.call_tool's.
+        timeout: float | None = None,  # noqa: ASYNC109
+        **kwargs_arguments: Any,
+    ) -> ToolResult:
+        """Run a tool; see Client.call_tool."""
+        request = call_request(name, arguments, kwargs_arguments, call_id)
+        return ToolResult.from_proto(await self._unary(self._stub.CallTool, request, timeout))
+
+    async def reload(self) -> ReloadResult:
+        """Ask the server to read its catalog directories again and swap in the result."""
+        return ReloadResult.from_proto(await self._unary(self._stub.Reload, tool_service_pb2.ReloadRequest()))
+
+    def watch_tools(self, *, timeout: float | None = None) -> AsyncToolWatch:
+        """A stream of registry generations, the current one first: `async for event in client.watch_tools()`.
+        aclose() it (or the client) to stop; cancelling the task that iterates also cancels the stream."""
+        call = self._stub.WatchTools(tool_service_pb2.WatchToolsRequest(), timeout=timeout,
+                                     metadata=self._metadata)
+        watch = AsyncToolWatch(call)
+        self._watches.add(watch)
+        return watch
+
+
+class AsyncToolWatch(AsyncIterator[GenerationEvent]):
+    """An open WatchTools stream: an async iterator of GenerationEvent that aclose() ends."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._closed = False
+
+    def __aiter__(self) -> AsyncToolWatch:
+        return self
+
+    async def __anext__(self) -> GenerationEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            message = await self._call.read()
+        except asyncio.CancelledError:
+            # grpc.aio reports a locally cancelled call as CancelledError. After aclose() that is the end the
+            # caller asked for; a cancellation of this task itself must go on.
+            if self._closed and not _task_is_cancelling():
+                raise StopAsyncIteration from None
+            raise
+        except grpc.RpcError as exc:
+            if self._closed:
+                raise StopAsyncIteration from None
+            raise error_from_rpc(exc) from exc
+        if message is grpc.aio.EOF:
+            raise StopAsyncIteration
+        return GenerationEvent.from_proto(message)
+
+    async def aclose(self) -> None:
+        """Cancel the stream; an iteration waiting for the next event then ends."""
+        self._closed = True
+        self._call.cancel()
+
+    async def __aenter__(self) -> AsyncToolWatch:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def _task_is_cancelling() -> bool:
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Task.cancelling() is new in Python 3.11
+    return bool(cancelling()) if cancelling is not None else False

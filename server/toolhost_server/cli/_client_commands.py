@@ -1,0 +1,151 @@
+"""The commands that talk to a running server: tools list, tools get, call and reload."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+import textwrap
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolhost import Client, ToolhostError, ToolInfo
+
+from ._arguments import call_arguments
+from ._errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, report_error
+from ._output import format_reload, format_table, json_text, one_line, terminal_width
+
+ClientCommand = Callable[[Client, argparse.Namespace], int]
+
+
+def run_client_command(command: ClientCommand, args: argparse.Namespace) -> int:
+    target: str = args.target
+    try:
+        with Client(target, timeout=args.timeout) as client:
+            return command(client, args)
+    except UsageError as exc:
+        print(f"toolhost: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ToolhostError as exc:
+        return report_error(exc, target)
+
+
+# --- tools list / tools get -------------------------------------------------------------------------------
+
+
+def tools_list(client: Client, args: argparse.Namespace) -> int:
+    full = args.json or args.jsonl
+    tools = client.list_tools(platform=args.platform, category=args.category, tags=args.tag or (),
+                              provider=args.provider, view="full" if full else "basic")
+    if args.jsonl:
+        for tool in tools:
+            print(json.dumps(tool.to_dict(), ensure_ascii=False))
+        return EXIT_OK
+    if args.json:
+        print(json_text([tool.to_dict() for tool in tools]))
+        return EXIT_OK
+    rows = [[t.name, t.category, t.platform, t.source, one_line(t.description)] for t in tools]
+    if not rows:
+        print("no tools match", file=sys.stderr)
+        return EXIT_OK
+    headers = ["NAME", "CATEGORY", "PLATFORM", "SOURCE", "DESCRIPTION"]
+    print("\n".join(format_table(headers, rows, terminal_width())))
+    return EXIT_OK
+
+
+def _parameter_rows(tool: ToolInfo) -> list[list[str]]:
+    """NAME, TYPE, REQUIRED, DEFAULT, DESCRIPTION of each argument; from the input schema when the tool
+    declares one instead of a parameter list."""
+    rows = []
+    for p in tool.parameters:
+        description = one_line(p.description)
+        if p.enum:
+            description += f" (one of: {', '.join(json.dumps(v) for v in p.enum)})"
+        default = json.dumps(p.default) if p.has_default else "-"
+        rows.append([p.name, p.type, "yes" if p.required else "no", default, description])
+    if rows or not tool.input_schema:
+        return rows
+    required = set(tool.input_schema.get("required", []))
+    for name, schema in tool.input_schema.get("properties", {}).items():
+        schema = schema if isinstance(schema, dict) else {}
+        kind = schema.get("type", "any")
+        default = json.dumps(schema["default"]) if "default" in schema else "-"
+        rows.append([name, kind if isinstance(kind, str) else "|".join(map(str, kind)),
+                     "yes" if name in required else "no", default, one_line(str(schema.get("description", "")))])
+    return rows
+
+
+def _example_command(tool: str, arguments: Mapping[str, Any]) -> str:
+    words = ["toolhost", "call", tool]
+    for key, value in arguments.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        words.append(shlex.quote(f"{key}={text}"))
+    return " ".join(words)
+
+
+def tools_get(client: Client, args: argparse.Namespace) -> int:
+    tool = client.get_tool(args.name)
+    if args.json:
+        print(json_text(tool.to_dict()))
+        return EXIT_OK
+    width = terminal_width() or 100
+    lines = [f"{tool.name} ({tool.display_name}), version {tool.version}"]
+    lines += textwrap.wrap(tool.description, width=max(width - 2, 40), initial_indent="  ",
+                           subsequent_indent="  ")
+    hints = [name for name, on in dataclasses.asdict(tool.annotations).items() if on]
+    facts = [
+        ("category", tool.category),
+        ("platform", tool.platform),
+        ("source", f"{tool.source} ({tool.origin})" if tool.origin else tool.source),
+        ("tags", ", ".join(tool.tags) or "-"),
+        ("timeout", f"{tool.timeout:g}s" if tool.timeout is not None else "server default"),
+        ("admin", "required" if tool.requires_admin else "not required"),
+        ("annotations", ", ".join(hints) or "-"),
+    ]
+    lines.append("")
+    lines += [f"  {label + ':':<13}{value}" for label, value in facts]
+    rows = _parameter_rows(tool)
+    lines += ["", "Parameters:"]
+    if rows:
+        lines += format_table(["NAME", "TYPE", "REQUIRED", "DEFAULT", "DESCRIPTION"], rows, width, indent="  ")
+    else:
+        lines.append("  none")
+    if tool.examples:
+        lines += ["", "Examples:"]
+        for example in tool.examples:
+            if example.description:
+                lines.append(f"  {example.description}")
+            lines.append(f"    {_example_command(tool.name, example.arguments)}")
+    print("\n".join(lines))
+    return EXIT_OK
+
+
+# --- call and reload --------------------------------------------------------------------------------------
+
+
+def call(client: Client, args: argparse.Namespace) -> int:
+    arguments = call_arguments(client, args)
+    result = client.call_tool(args.name, arguments, call_id=args.call_id)
+    if result.stderr:
+        sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
+    output = result.output
+    if not output and result.structured_output is not None:
+        output = json_text(result.structured_output)
+    if output:
+        sys.stdout.write(output if output.endswith("\n") else output + "\n")
+    sys.stdout.flush()
+    if result.success:
+        return EXIT_OK
+    error = result.error
+    code, message = (error.code, error.message) if error is not None else ("UNKNOWN", "the tool failed")
+    exit_note = f" (exit code {result.exit_code})" if result.exit_code is not None else ""
+    print(f"toolhost: tool {result.tool} failed: {code}: {message}{exit_note}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def reload(client: Client, args: argparse.Namespace) -> int:
+    result = client.reload()
+    print("\n".join(format_reload(result)))
+    return EXIT_OK if result.success else EXIT_FAILED

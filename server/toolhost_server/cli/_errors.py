@@ -1,0 +1,41 @@
+"""How the command fails: its exit statuses, the usage error argparse cannot catch, and a person's view of a
+gRPC error."""
+
+from __future__ import annotations
+
+import sys
+
+from toolhost import ErrorReason, InvalidArgumentError, NotFoundError, ToolhostError, UnavailableError
+
+from ._output import one_line
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+class UsageError(Exception):
+    """The command line is wrong in a way argparse cannot see (a key=value that does not fit its type)."""
+
+
+def report_error(exc: ToolhostError, target: str) -> int:
+    """Print one gRPC error for a person and return the exit status it means."""
+    if isinstance(exc, UnavailableError):
+        if exc.reason == ErrorReason.SHUTTING_DOWN:
+            print(f"toolhost: the server at {target} is shutting down: {exc.message}", file=sys.stderr)
+        else:
+            print(f"toolhost: cannot reach a toolhost server at {target} (is `toolhost serve` running? "
+                  f"--target or TOOLHOST_TARGET picks another): {one_line(exc.message)}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    if exc.field_violations:
+        # The server's message lists the same problems in one line; one per line reads better.
+        print(f"toolhost: {exc.code.name}: the arguments do not fit the tool (`toolhost tools get` shows its "
+              "parameters):", file=sys.stderr)
+    else:
+        print(f"toolhost: {exc.code.name}: {exc.message}", file=sys.stderr)
+    for violation in exc.field_violations:
+        print(f"  {violation.field or '/'}: {violation.description}", file=sys.stderr)
+    if isinstance(exc, (InvalidArgumentError, NotFoundError)):
+        return EXIT_USAGE
+    return EXIT_FAILED

@@ -1,0 +1,221 @@
+"""Running one command for a tool call: a minimal environment, captured output, and nothing left behind.
+
+Shared by the process and script runners. The child runs in its own session (start_new_session) with stdin
+from /dev/null, in the configured directory or a private temporary one that is removed afterwards. Whatever
+ends the call (exit, timeout, the caller going away) every process it started is stopped before `run_command`
+returns or lets the cancellation through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..errors import FieldViolation, InvalidArgumentsError
+from .base import RunnerSettings, RunOutcome, ToolFailure
+from .process_output import CaptureProtocol
+from .process_tree import CALL_MARKER_VARIABLE, ProcessTree, become_child_subreaper, spawned_leaders
+
+logger = logging.getLogger("toolhost.runners.process")
+
+SAFE_PATH: Final = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+NO_HOME: Final = "/nonexistent"
+SCRIPT_FILE_NAME: Final = ".toolhost-script"
+# How long to wait for a SIGKILLed leader to be reported exited before giving up on it (it is then stuck in
+# the kernel and nothing more can be done).
+_EXIT_AFTER_KILL_SECONDS: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChildCommand:
+    """One command to run for a call.
+
+    `env` is added to the minimal environment. `cwd` None runs the command in the call's private temporary
+    directory. `script`, when given, is written to a private file (mode 0700) in that directory and the file's
+    path is appended to `argv`. `program` names the command in messages ("ping", "the script's bash").
+    """
+
+    tool: str
+    argv: tuple[str, ...]
+    program: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    install_hint: str = ""
+    script: bytes | None = None
+
+
+def child_environment(static: Mapping[str, str], home: str | None, marker: str) -> dict[str, str]:
+    """What a child sees: a fixed PATH, a UTF-8 locale, a HOME of its own, the runner's `env:` and the marker.
+
+    Nothing of the server's own environment (which holds its credentials) is passed on.
+    """
+    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "HOME": home or NO_HOME}
+    env.update(static)
+    env[CALL_MARKER_VARIABLE] = marker
+    return env
+
+
+async def run_command(command: ChildCommand, settings: RunnerSettings) -> RunOutcome:
+    """Run `command` to completion and report it; see the module docstring. Raises InvalidArgumentsError when
+    the arguments are too large for the kernel to pass on."""
+    become_child_subreaper()
+    call_dir = None
+    if command.cwd is None or command.script is not None:
+        call_dir = tempfile.mkdtemp(prefix="toolhost-call-")
+    try:
+        argv = command.argv
+        if command.script is not None:
+            assert call_dir is not None
+            argv = (*argv, _write_script(call_dir, command.script))
+        env = child_environment(command.env, call_dir, secrets.token_hex(16))
+        return await _spawn_and_wait(command, argv, env, command.cwd or call_dir, settings)
+    finally:
+        if call_dir is not None:
+            await _remove_call_dir(call_dir, command.script is not None)
+
+
+def _write_script(call_dir: str, script: bytes) -> str:
+    path = os.path.join(call_dir, SCRIPT_FILE_NAME)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o700)
+    with open(descriptor, "wb") as handle:
+        handle.write(script)
+    return path
+
+
+async def _remove_call_dir(call_dir: str, has_script: bool) -> None:
+    try:
+        if has_script:
+            os.unlink(os.path.join(call_dir, SCRIPT_FILE_NAME))
+        os.rmdir(call_dir)
+    except OSError:
+        # The tool left files behind: removing a tree of unknown size must not stall the event loop.
+        await asyncio.to_thread(shutil.rmtree, call_dir, True)
+
+
+async def _spawn_and_wait(
+    command: ChildCommand, argv: tuple[str, ...], env: dict[str, str], cwd: str | None, settings: RunnerSettings
+) -> RunOutcome:
+    loop = asyncio.get_running_loop()
+    marker = env[CALL_MARKER_VARIABLE]
+    protocol = CaptureProtocol(settings.max_output_bytes)
+    try:
+        transport, _ = await loop.subprocess_exec(
+            lambda: protocol, *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, cwd=cwd, start_new_session=True)
+    except asyncio.CancelledError:
+        # asyncio killed the leader; whatever it forked meanwhile carries the marker.
+        await _uncancellable(ProcessTree(marker).stop(settings.kill_grace_seconds))
+        raise
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        if cwd is not None and exc.filename == cwd:
+            raise RuntimeError(f"tool {command.tool!r}: cannot enter its working directory {cwd}: {exc}") from exc
+        return _not_installed(command, exc)
+    except OSError as exc:
+        if exc.errno == errno.E2BIG:
+            raise InvalidArgumentsError(command.tool, [FieldViolation(
+                "", "the arguments are too large to pass to a program (about 128 KiB per value at most)")]) from None
+        raise
+    leader = transport.get_pid()
+    if not protocol.exited.done():
+        spawned_leaders.add(leader)
+    tree = ProcessTree(marker, leader, _pipe_inodes(transport))
+    try:
+        await protocol.exited
+        spawned_leaders.discard(leader)
+        if tree.may_have_leftovers():
+            await tree.stop(settings.kill_grace_seconds)
+        # Data still in the pipes arrives before they report closed.
+        await protocol.finished
+    finally:
+        await _uncancellable(_release(transport, protocol, tree, settings.kill_grace_seconds))
+    return _outcome(command, protocol, transport.get_returncode())
+
+
+def _pipe_inodes(transport: asyncio.SubprocessTransport) -> frozenset[int]:
+    """The inodes of the child's stdout and stderr pipes, by which an escaped process that kept them is known."""
+    inodes = set()
+    for fd in (1, 2):
+        pipe = transport.get_pipe_transport(fd)
+        handle = pipe.get_extra_info("pipe") if pipe is not None else None
+        if handle is not None:
+            with contextlib.suppress(OSError, ValueError):
+                inodes.add(os.fstat(handle.fileno()).st_ino)
+    return frozenset(inodes)
+
+
+async def _release(
+    transport: asyncio.SubprocessTransport, protocol: CaptureProtocol, tree: ProcessTree, grace_seconds: float
+) -> None:
+    """Stop what still runs (when the wait was cut short) and free the pipes."""
+    try:
+        if not protocol.finished.done():
+            await tree.stop(grace_seconds)
+            await asyncio.wait([protocol.exited], timeout=_EXIT_AFTER_KILL_SECONDS)
+            if not protocol.exited.done():
+                logger.error("process %s of tool call did not exit after SIGKILL", tree.leader)
+    finally:
+        if protocol.exited.done():
+            spawned_leaders.discard(transport.get_pid())
+        transport.close()
+
+
+async def _uncancellable(cleanup: Coroutine[Any, Any, None]) -> None:
+    """Run `cleanup` to its end even if the calling task is cancelled again meanwhile (the pipeline's timeout
+    and the gRPC server's cancellation can both arrive); then pass any such cancellation on."""
+    task = asyncio.get_running_loop().create_task(cleanup)
+    interrupted = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            interrupted = True
+    if interrupted:
+        raise asyncio.CancelledError
+    task.result()
+
+
+def _not_installed(command: ChildCommand, exc: OSError) -> RunOutcome:
+    if isinstance(exc, FileNotFoundError):
+        hint = f" (install {command.install_hint})" if command.install_hint else ""
+        message = f"{command.program} is not installed on this server{hint}"
+    else:
+        message = f"{command.program} cannot be run on this server: {exc.strerror or exc}"
+    return RunOutcome(failure=ToolFailure("PROGRAM_NOT_FOUND", message))
+
+
+def _outcome(command: ChildCommand, protocol: CaptureProtocol, returncode: int | None) -> RunOutcome:
+    stdout, stderr = protocol.stdout, protocol.stderr
+    truncated = stdout.truncated or stderr.truncated
+    outcome = RunOutcome(
+        output=stdout.text(),
+        stderr=stderr.text(),
+        exit_code=returncode if returncode is not None and returncode >= 0 else None,
+        truncated=truncated,
+        original_size_bytes=max(stdout.size, stderr.size) if truncated else 0,
+    )
+    if returncode != 0:
+        if returncode is not None and returncode < 0:
+            message = f"{command.program} was killed by signal {_signal_name(-returncode)}"
+        else:
+            message = f"{command.program} exited with status {returncode}"
+        last_line = stderr.last_line()
+        outcome.failure = ToolFailure("NON_ZERO_EXIT", f"{message}: {last_line}" if last_line else message)
+    return outcome
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

@@ -1,0 +1,273 @@
+"""The `toolhost` command run as a real subprocess: client commands against a server, and offline validation.
+
+The client commands talk to the fixture's server, which runs on the test's event loop; the CLI therefore runs
+through asyncio.create_subprocess_exec so that the loop keeps serving while it waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import RunningServer, ServerFactory, write_tool
+from server_process import ServerProcess
+
+TOOLS = {
+    "nap": ("Sleeps for `delay` seconds.", "asyncio:sleep", "[{name: delay, type: number, required: true}]"),
+    "parse_json": ("Parses JSON text.", "json:loads", "[{name: s, type: string, required: true}]"),
+    "to_text": ("Writes an integer as text.", "builtins:str", "[{name: object, type: integer, required: true}]"),
+}
+TYPED_TOOL = """\
+name: typed
+description: Shows the types of its arguments.
+category: testing
+runner: {type: python, entrypoint: 'builtins:dict'}
+parameters:
+  - {name: count, type: integer, required: true}
+  - {name: ratio, type: number}
+  - {name: verbose, type: boolean}
+  - {name: items, type: array}
+  - {name: options, type: object}
+  - {name: label, type: string}
+"""
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLHOST_")}
+    env.update(extra)
+    return env
+
+
+async def toolhost(*args: str, env: dict[str, str] | None = None) -> Run:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "toolhost_server.cli", *args, env=env or cli_env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode is not None
+    return Run(process.returncode, out.decode(), err.decode())
+
+
+def toolhost_offline(*args: str) -> Run:
+    done = subprocess.run([sys.executable, "-m", "toolhost_server.cli", *args], env=cli_env(),
+                          capture_output=True, text=True, timeout=60, check=False)
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.fixture
+async def server(start_server: ServerFactory, tmp_path: Path) -> RunningServer:
+    catalog = tmp_path / "catalog"
+    write_tool(catalog, "greet_someone")
+    write_tool(catalog, "typed", TYPED_TOOL)
+    for name, (description, entrypoint, parameters) in TOOLS.items():
+        write_tool(catalog, name, (
+            f"name: {name}\ndescription: {description}\n"
+            f"runner: {{type: python, entrypoint: '{entrypoint}'}}\nparameters: {parameters}\n"))
+    return await start_server(catalog_dirs=[catalog])
+
+
+# --- tools list / get -------------------------------------------------------------------------------------
+
+
+async def test_tools_list_prints_an_aligned_table(server):
+    run = await toolhost("--target", server.target, "tools", "list")
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[0].split() == ["NAME", "CATEGORY", "PLATFORM", "SOURCE", "DESCRIPTION"]
+    echo = next(line for line in lines if line.startswith("echo "))
+    assert echo.split()[:4] == ["echo", "utility", "cross-platform", "builtin"]
+    assert echo.index("Returns the given text") == lines[0].index("DESCRIPTION")
+    assert any(line.split()[:4] == ["typed", "testing", "cross-platform", "catalog"] for line in lines)
+
+
+async def test_tools_list_trims_descriptions_to_the_terminal(server):
+    run = await toolhost("tools", "list", env=cli_env(TOOLHOST_TARGET=server.target, COLUMNS="100"))
+    assert run.code == 0, run.err
+    assert all(len(line) <= 100 for line in run.out.splitlines())
+    assert any(line.endswith("...") for line in run.out.splitlines())
+
+
+async def test_tools_list_filters_and_prints_json(server):
+    run = await toolhost("tools", "list", "--target", server.target, "--category", "testing", "--json")
+    assert run.code == 0, run.err
+    tools = json.loads(run.out)
+    assert [t["name"] for t in tools] == ["typed"]
+    assert tools[0]["input_schema"]["properties"]["count"]["type"] == "integer"
+    assert tools[0]["source"] == "catalog"
+
+    run = await toolhost("tools", "list", "--target", server.target, "--tag", "utility", "--jsonl")
+    assert run.code == 0, run.err
+    lines = [json.loads(line) for line in run.out.splitlines()]
+    assert "echo" in [t["name"] for t in lines] and all("utility" in t["tags"] for t in lines)
+    assert all(t["input_schema"] is not None for t in lines)
+
+
+async def test_tools_get_describes_parameters_annotations_and_examples(server):
+    run = await toolhost("--target", server.target, "tools", "get", "echo")
+    assert run.code == 0, run.err
+    assert run.out.startswith("echo (Echo), version ")
+    assert "Returns the given text unchanged." in run.out
+    assert "annotations: read_only, idempotent" in run.out
+    parameter = next(line for line in run.out.splitlines() if line.strip().startswith("text "))
+    assert parameter.split()[:4] == ["text", "string", "yes", "-"]
+    assert "toolhost call echo text=hello" in run.out
+
+    run = await toolhost("--target", server.target, "tools", "get", "typed", "--json")
+    assert run.code == 0, run.err
+    tool = json.loads(run.out)
+    assert tool["name"] == "typed" and [p["name"] for p in tool["parameters"]][:2] == ["count", "ratio"]
+
+
+async def test_tools_get_of_an_unknown_tool_exits_2_with_a_suggestion(server):
+    run = await toolhost("--target", server.target, "tools", "get", "ecko")
+    assert run.code == 2
+    assert "NOT_FOUND" in run.err and "did you mean 'echo'" in run.err
+
+
+# --- call -------------------------------------------------------------------------------------------------
+
+
+async def test_call_echo_prints_the_output(server):
+    run = await toolhost("--target", server.target, "call", "echo", "text=hi")
+    assert (run.code, run.out) == (0, "hi\n"), run.err
+
+
+async def test_call_types_values_by_the_tools_parameters(server):
+    run = await toolhost("--target", server.target, "call", "typed", "count=12345678901234567890123",
+                         "ratio=0.5", "verbose=yes", "items=[1, \"a\"]", 'options={"k": null}', "label=42")
+    assert run.code == 0, run.err
+    assert json.loads(run.out) == {"count": 12345678901234567890123, "ratio": 0.5, "verbose": True,
+                                   "items": [1, "a"], "options": {"k": None}, "label": "42"}
+
+
+async def test_call_takes_json_arguments(server):
+    run = await toolhost("--target", server.target, "call", "to_text", "--json", '{"object": 12345678901234567890}')
+    assert (run.code, run.out) == (0, "12345678901234567890\n"), run.err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["typed"], "/count"),
+        (["typed", "count=1", "extra=x"], "/extra"),
+        (["typed", "count=many"], "count must be an integer"),
+        (["typed", "count=1", "verbose=maybe"], "verbose must be true or false"),
+        (["typed", "count=1", "items={"], "items must be a JSON array"),
+        (["typed", "count"], "'count' is not key=value"),
+        (["echo", "--json", "[1]"], "--json must be a JSON object"),
+    ],
+)
+async def test_call_with_bad_arguments_exits_2_and_names_the_field(server, arguments, expected):
+    run = await toolhost("--target", server.target, "call", *arguments)
+    assert run.code == 2, (run.out, run.err)
+    assert expected in run.err
+    assert "Traceback" not in run.err
+
+
+async def test_call_of_a_failing_tool_exits_1_with_the_error_code(server):
+    run = await toolhost("--target", server.target, "call", "parse_json", "s=not json")
+    assert run.code == 1
+    assert "tool parse_json failed: TOOL_EXCEPTION: JSONDecodeError" in run.err
+
+
+async def test_call_past_the_timeout_exits_1_with_deadline_exceeded(server):
+    run = await toolhost("--target", server.target, "--timeout", "0.3", "call", "nap", "delay=5")
+    assert run.code == 1
+    assert "DEADLINE_EXCEEDED" in run.err
+
+
+# --- reload -----------------------------------------------------------------------------------------------
+
+
+async def test_reload_prints_a_summary_and_exits_1_when_it_fails(server, tmp_path):
+    catalog = tmp_path / "catalog"
+    write_tool(catalog, "fresh")
+    (catalog / "greet_someone.yaml").unlink()
+    write_tool(catalog, "typo", "name: typo\ndescription: Typo.\ntimeout_second: 5\n")
+    run = await toolhost("--target", server.target, "reload")
+    assert run.code == 0, run.err
+    assert run.out.startswith("reloaded: generation 2, ")
+    assert "  added:   fresh" in run.out and "  removed: greet_someone" in run.out
+    assert f"{catalog / 'typo.yaml'}:3: unknown key 'timeout_second'" in run.out
+
+    shutil.rmtree(catalog)
+    run = await toolhost("--target", server.target, "reload")
+    assert run.code == 1
+    assert run.out.startswith("reload failed: generation 2 ")
+    assert f"{catalog}: catalog directory does not exist" in run.out
+
+
+# --- catalog validate (offline) ---------------------------------------------------------------------------
+
+
+def test_catalog_validate_reports_every_bad_file_with_its_line(tmp_path):
+    write_tool(tmp_path, "good")
+    syntax = write_tool(tmp_path / "nested", "syntax", "name: syntax\ndescription: Broken.\ntags: [a, b\n"
+                                                       "category: x\n")
+    typo = write_tool(tmp_path, "typo", "name: typo\ndescription: Typo.\nversion: '1'\ntimeout_second: 5\n")
+    run = toolhost_offline("catalog", "validate", str(tmp_path))
+    assert run.code == 1
+    assert run.out.splitlines() == [
+        f"{syntax}:4: YAML syntax error: did not find expected ',' or ']'",
+        f"{typo}:4: unknown key 'timeout_second'; did you mean 'timeout_seconds'?",
+        "1 tool OK, 2 problems",
+    ]
+
+
+def test_catalog_validate_of_good_directories_exits_0(tmp_path):
+    for name in ("one", "two"):
+        write_tool(tmp_path / "a", name)
+    write_tool(tmp_path / "b", "three")
+    run = toolhost_offline("catalog", "validate", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert (run.code, run.out) == (0, "3 tools OK\n"), run.err
+
+
+def test_catalog_validate_of_a_missing_directory_fails(tmp_path):
+    run = toolhost_offline("catalog", "validate", str(tmp_path / "absent"))
+    assert run.code == 1
+    assert f"{tmp_path / 'absent'}: catalog directory does not exist" in run.out
+
+
+# --- connection problems and usage ------------------------------------------------------------------------
+
+
+async def test_an_unreachable_server_exits_3_with_one_clean_line():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        target = f"127.0.0.1:{sock.getsockname()[1]}"
+    for command in (["tools", "list"], ["call", "echo", "text=hi"], ["reload"]):
+        run = await toolhost(*command, env=cli_env(TOOLHOST_TARGET=target))
+        assert run.code == 3, (command, run.err)
+        assert run.err.startswith(f"toolhost: cannot reach a toolhost server at {target}")
+        assert len(run.err.strip().splitlines()) == 1 and "Traceback" not in run.err
+
+
+async def test_usage_errors_exit_2():
+    assert (await toolhost()).code == 2
+    assert (await toolhost("tools")).code == 2
+    assert (await toolhost("--timeout", "-1", "reload")).code == 2
+
+
+async def test_client_commands_work_against_a_toolhost_serve_process(tmp_path):
+    write_tool(tmp_path, "served_tool")
+    process = ServerProcess("--catalog-dir", str(tmp_path), "--watch-catalog", "false")
+    try:
+        await process.start()
+        run = await toolhost("--target", process.target, "call", "served_tool", "name=Ada")
+        assert (run.code, run.out) == (0, "Hello, Ada.\n"), run.err
+    finally:
+        await process.stop()

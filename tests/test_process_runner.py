@@ -1,0 +1,448 @@
+"""The process runner, through the real server and directly: argv building, environment, capture, kill."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from conftest import leftover_processes, write_tool
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from toolhost.v1 import tool_service_pb2
+from toolhost_server.errors import InvalidArgumentsError
+from toolhost_server.model import Parameter, ToolSource, ToolSpec
+from toolhost_server.runners import Invocation, Runner, RunnerSettings, build_runner
+from toolhost_server.runners.process_launch import SAFE_PATH
+from toolhost_server.runners.process_output import CappedStream
+from toolhost_server.runners.process_tree import ProcessTree, spawned_leaders
+from toolhost_server.schema import derive_input_schema
+
+PY = sys.executable
+PRINT_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
+# A tree that does its best to survive: the leader and one grandchild ignore SIGTERM, and both grandchildren
+# leave the leader's session (one through the setsid program, one by calling os.setsid()).
+STUBBORN_TREE = (
+    "import signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "subprocess.Popen(['setsid', 'sleep', '1000'])\n"
+    "subprocess.Popen([sys.executable, '-I', '-S', '-c', 'import os, signal, time; os.setsid(); "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)'])\n"
+    "time.sleep(1000)\n"
+)
+
+
+def tool_yaml(name: str, runner: dict[str, Any], parameters: str = "", extra: str = "") -> str:
+    """A catalog file; the runner mapping is written as JSON (valid YAML) to keep the quoting exact."""
+    return (f"name: {name}\ndescription: Test tool {name}.\nrunner: {json.dumps(runner)}\n{extra}"
+            + (f"parameters:\n{parameters}" if parameters else ""))
+
+
+def add_tool(directory: Path, name: str, runner: dict[str, Any], parameters: str = "", extra: str = "") -> None:
+    write_tool(directory, name, tool_yaml(name, runner, parameters, extra))
+
+
+async def call(server: Any, name: str, arguments: dict[str, Any] | None = None,
+               timeout: float | None = None) -> tool_service_pb2.CallToolResponse:
+    request = tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments or {}))
+    return await server.stub.CallTool(request, timeout=timeout)
+
+
+def violations(exc: grpc.aio.AioRpcError) -> list[tuple[str, str]]:
+    status = rpc_status.from_call(exc)
+    assert status is not None
+    for detail in status.details:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            return [(v.field, v.description) for v in bad.field_violations]
+    return []
+
+
+async def eventually(predicate: Callable[[], bool], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def zombie_children() -> list[int]:
+    """Children of this process (the in-process server) that exited and were never reaped."""
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as handle:
+            for pid in handle.read().split():
+                try:
+                    with open(f"/proc/{pid}/stat", "rb") as stat:
+                        state = stat.read().rsplit(b")", 1)[1].split()[0]
+                except OSError:
+                    continue
+                if state == b"Z":
+                    found.append(int(pid))
+    return found
+
+
+def marker() -> str:
+    return f"toolhost-test-{uuid.uuid4().hex}"
+
+
+def spec(runner: dict[str, Any], parameters: tuple[Parameter, ...] = ()) -> ToolSpec:
+    return ToolSpec(name="direct", description="A tool built in the test.", input_schema=derive_input_schema(
+        parameters), runner=runner, source=ToolSource.CATALOG, origin="test", parameters=parameters)
+
+
+def direct_runner(runner: dict[str, Any], parameters: tuple[Parameter, ...] = (),
+                  settings: RunnerSettings | None = None) -> tuple[Runner, ToolSpec]:
+    tool = spec(runner, parameters)
+    return build_runner(tool, settings or RunnerSettings(kill_grace_seconds=0.2)), tool
+
+
+ARGV_PARAMETERS = """\
+  - {name: text, type: string, required: true}
+  - {name: count, type: integer, default: 3}
+  - {name: flag, type: boolean, default: true}
+  - {name: items, type: array}
+  - {name: options, type: object}
+  - {name: maybe, type: string}
+  - {name: dashed, type: string, allow_leading_dash: true}
+"""
+
+
+@pytest.fixture
+async def server(start_server, tmp_path, monkeypatch):
+    # Set before the server starts: a child must not see the server's own environment.
+    monkeypatch.setenv("TOOLHOST_TEST_SECRET", "hunter2-server-secret")
+    add_tool(tmp_path, "argv_echo", {"type": "process", "argv": [
+        PY, "-I", "-S", "-c", PRINT_ARGV, "--", "{text}", "{count}", "{flag}", "{items}", "{options}", "{maybe}",
+        "{dashed}"]}, ARGV_PARAMETERS)
+    add_tool(tmp_path, "show_env", {"type": "process", "argv": [PY, "-I", "-S", "-c",
+             "import json, os, sys; print(json.dumps({'env': dict(os.environ), 'cwd': os.getcwd(), "
+             "'stdin': sys.stdin.read()}))"], "env": {"STATIC_SETTING": "from-the-catalog"}})
+    add_tool(tmp_path, "fails", {"type": "process", "argv": [PY, "-I", "-S", "-c",
+             "import sys; print('partial result'); print('first problem', file=sys.stderr); "
+             "print('  the last problem  ', file=sys.stderr); sys.exit(3)"]})
+    add_tool(tmp_path, "killed", {"type": "process", "argv": [PY, "-I", "-S", "-c",
+             "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"]})
+    add_tool(tmp_path, "missing", {"type": "process", "argv": ["toolhost-no-such-program", "--version"],
+                                   "install_hint": "toolhost-no-such-package"})
+    add_tool(tmp_path, "binary", {"type": "process", "argv": [PY, "-I", "-S", "-c",
+             "import sys; sys.stdout.buffer.write(b'ok \\xff\\xfe end'); sys.stderr.buffer.write(b'\\xc3(')"]})
+    add_tool(tmp_path, "flood", {"type": "process", "argv": ["head", "-c", "5000000", "/dev/zero"]},
+             extra="timeout_seconds: 20\n")
+    add_tool(tmp_path, "noisy_stderr", {"type": "process", "argv": [PY, "-I", "-S", "-c",
+             "import sys; sys.stdout.write('x' * 10); sys.stderr.write('é' * 3000)"]})
+    return await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2, max_output_bytes=1000)
+
+
+async def test_each_placeholder_arrives_as_exactly_one_argument(server):
+    hostile = "a b; rm -rf / $(id) `id` | cat > /tmp/x * \"'"
+    response = await call(server, "argv_echo", {"text": hostile, "items": ["x y", 2, False, {"k": 1}],
+                                                "options": {"b": [1], "a": "z"}})
+    assert response.success, response.error
+    assert json.loads(response.output) == [
+        "--", hostile, "3", "true", "x y", "2", "false", '{"k":1}', '{"a":"z","b":[1]}']
+    assert response.exit_code == 0 and response.HasField("exit_code")
+
+
+async def test_absent_optional_parameters_and_empty_arrays_give_no_element(server):
+    response = await call(server, "argv_echo", {"text": "", "count": 7, "flag": False, "items": []})
+    assert json.loads(response.output) == ["--", "", "7", "false"]
+
+
+@pytest.mark.parametrize(("arguments", "field"), [
+    ({"text": "-rf"}, "/text"),
+    ({"text": "ok", "items": ["fine", "--exec=x"]}, "/items/1"),
+    ({"text": "ok", "count": -1}, "/count"),
+])
+async def test_a_leading_dash_is_refused_as_invalid_argument(server, arguments, field):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(server, "argv_echo", arguments)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    found = violations(caught.value)
+    assert [f for f, _ in found] == [field]
+    assert "option" in found[0][1] and "allow_leading_dash" in found[0][1]
+
+
+async def test_a_parameter_with_allow_leading_dash_passes_it_verbatim(server):
+    response = await call(server, "argv_echo", {"text": "ok", "dashed": "--help"})
+    assert response.success and json.loads(response.output)[-1] == "--help"
+
+
+@pytest.mark.parametrize("arguments", [{"text": "a\u0000b"}, {"text": "ok", "dashed": "x\u0000"},
+                                       {"text": "ok", "items": ["\u0000"]}])
+async def test_a_nul_byte_is_always_refused(server, arguments):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(server, "argv_echo", arguments)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "NUL" in violations(caught.value)[0][1]
+
+
+async def test_the_child_gets_a_minimal_environment_and_a_fresh_directory(server):
+    first = json.loads((await call(server, "show_env")).output)
+    second = json.loads((await call(server, "show_env")).output)
+    env = first["env"]
+    assert "TOOLHOST_TEST_SECRET" not in env and "hunter2-server-secret" not in json.dumps(first)
+    assert set(env) == {"PATH", "LANG", "HOME", "STATIC_SETTING", "TOOLHOST_CALL_MARKER"}
+    assert env["PATH"] == SAFE_PATH and env["LANG"] == "C.UTF-8"
+    assert env["STATIC_SETTING"] == "from-the-catalog"
+    assert env["TOOLHOST_CALL_MARKER"] != second["env"]["TOOLHOST_CALL_MARKER"]
+    # Each call runs in its own temporary directory (also its HOME), removed when the call ends.
+    assert first["cwd"] != second["cwd"] and env["HOME"] == first["cwd"]
+    assert not any(map(os.path.lexists, (first["cwd"], second["cwd"])))
+    assert first["stdin"] == ""
+
+
+async def test_a_configured_cwd_is_used_and_home_is_nonexistent(start_server, tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    catalog = tmp_path / "catalog"
+    add_tool(catalog, "where", {"type": "process", "cwd": str(workdir), "argv": [
+        PY, "-I", "-S", "-c", "import os; print(os.getcwd(), os.environ['HOME'])"]})
+    server = await start_server(catalog_dirs=[catalog])
+    response = await call(server, "where")
+    assert response.output.split() == [str(workdir), "/nonexistent"]
+    assert workdir.is_dir()
+
+
+async def test_stdout_stderr_and_a_non_zero_exit(server):
+    response = await call(server, "fails")
+    assert not response.success and response.error.code == "NON_ZERO_EXIT"
+    assert response.exit_code == 3
+    assert response.output == "partial result\n"
+    assert response.stderr == "first problem\n  the last problem  \n"
+    assert response.error.message == f"{os.path.basename(PY)} exited with status 3: the last problem"
+
+
+async def test_death_by_signal_has_no_exit_code_and_names_the_signal(server):
+    response = await call(server, "killed")
+    assert not response.success and response.error.code == "NON_ZERO_EXIT"
+    assert not response.HasField("exit_code")
+    assert "killed by signal SIGKILL" in response.error.message
+
+
+async def test_a_missing_program_is_program_not_found_with_the_install_hint(server):
+    response = await call(server, "missing")
+    assert not response.success and response.error.code == "PROGRAM_NOT_FOUND"
+    assert response.error.message == ("toolhost-no-such-program is not installed on this server "
+                                      "(install toolhost-no-such-package)")
+
+
+async def test_invalid_utf8_is_replaced(server):
+    response = await call(server, "binary")
+    assert response.success
+    assert response.output == "ok \ufffd\ufffd end"
+    assert response.stderr == "\ufffd("
+
+
+async def test_output_is_capped_while_the_child_runs_to_completion(server):
+    response = await call(server, "flood")
+    # head only exits 0 after writing all 5 MB: the server kept reading past the 1000-byte cap.
+    assert response.success and response.exit_code == 0
+    assert response.truncated and response.original_size_bytes == 5_000_000
+    assert response.output == "\0" * 1000
+
+
+async def test_the_larger_stream_gives_the_original_size_and_characters_are_not_cut(server):
+    response = await call(server, "noisy_stderr")
+    assert response.truncated and response.original_size_bytes == 6000  # 3000 two-byte characters
+    assert response.output == "x" * 10
+    assert response.stderr == "é" * 500  # 1000 bytes kept: exactly 500 characters, none split
+
+
+def test_capped_stream_memory_stays_at_the_limit():
+    stream = CappedStream(1000)
+    chunk = b"y" * 65536
+    for _ in range(200):
+        stream.feed(chunk)
+    assert stream.size == 200 * 65536 and stream.truncated
+    assert len(stream.text()) == 1000
+    assert len(stream._kept) == 1000 and len(stream._tail) <= 1024
+
+
+async def test_a_timeout_kills_the_whole_tree_before_the_response(start_server, tmp_path):
+    tag = marker()
+    add_tool(tmp_path, "stubborn", {"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],
+                                    "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 0.5\n")
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    pending = asyncio.create_task(call(server, "stubborn"))
+    # The leader and both grandchildren exist before the timeout.
+    await eventually(lambda: len(leftover_processes(tag)) >= 3)
+    response = await pending
+    assert not response.success and response.error.code == "TIMEOUT"
+    assert response.duration_ms >= 500
+    assert leftover_processes(tag) == []
+    await eventually(lambda: zombie_children() == [], 1.0)
+
+
+async def test_a_normal_exit_leaves_no_background_process(start_server, tmp_path):
+    tag = marker()
+    # One child holds stdout open and left the session; the other also ignores SIGTERM.
+    program = ("import subprocess, sys\n"
+               "subprocess.Popen(['setsid', 'sleep', '1000'])\n"
+               "subprocess.Popen([sys.executable, '-I', '-S', '-c', 'import os, signal, time; os.setsid(); "
+               "signal.signal(signal.SIGTERM, signal.SIG_IGN); print(\"child up\", flush=True); "
+               "time.sleep(1000)'])\n"
+               "print('leader done', flush=True)\n")
+    add_tool(tmp_path, "daemonizes", {"type": "process", "argv": [PY, "-I", "-S", "-c", program],
+                                      "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 10\n")
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    started = time.monotonic()
+    response = await call(server, "daemonizes")
+    assert response.success, response.error
+    assert "leader done" in response.output
+    # Not held until the timeout by the background processes' copies of the pipes.
+    assert time.monotonic() - started < 5
+    assert leftover_processes(tag) == []
+    await eventually(lambda: zombie_children() == [], 1.0)
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+
+
+async def test_an_orphan_without_the_marker_that_keeps_the_output_pipe_is_stopped(start_server, tmp_path):
+    # Empty environment (no marker) and its own session: only the stdout pipe it inherited gives it away.
+    program = ("import subprocess\n"
+               "child = subprocess.Popen(['/usr/bin/setsid', '/usr/bin/sleep', '1000'], env={})\n"
+               "print(child.pid, flush=True)\n")
+    add_tool(tmp_path, "escapes", {"type": "process", "argv": [PY, "-I", "-S", "-c", program]},
+             extra="timeout_seconds: 10\n")
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    started = time.monotonic()
+    response = await call(server, "escapes")
+    assert response.success, response.error
+    assert time.monotonic() - started < 5
+    assert not running(int(response.output))
+    await eventually(lambda: zombie_children() == [], 1.0)
+
+
+async def test_the_callers_deadline_is_deadline_exceeded_and_leaves_nothing(start_server, tmp_path):
+    tag = marker()
+    add_tool(tmp_path, "stubborn", {"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],
+                                    "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 30\n")
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(server, "stubborn", timeout=0.7)
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    # The client gives up at its deadline on its own; the server's kill (grace 0.2 s) ends just after.
+    await eventually(lambda: leftover_processes(tag) == [] and zombie_children() == [], 2.0)
+
+
+async def test_many_timeouts_leave_no_processes_and_no_open_descriptors(start_server, tmp_path):
+    tag = marker()
+    add_tool(tmp_path, "hangs", {"type": "process", "argv": [
+        "sh", "-c", "setsid sleep 1000 & sleep 1000"], "env": {"TEST_MARKER": tag}},
+        extra="timeout_seconds: 0.05\n")
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    assert (await call(server, "hangs")).error.code == "TIMEOUT"
+    descriptors = len(os.listdir("/proc/self/fd"))
+    for _ in range(50):
+        response = await call(server, "hangs")
+        assert response.error.code == "TIMEOUT"
+        assert leftover_processes(tag) == []
+    assert len(os.listdir("/proc/self/fd")) <= descriptors
+    await eventually(lambda: zombie_children() == [], 1.0)
+
+
+async def test_a_second_cancellation_does_not_cut_the_grace_short():
+    tag = marker()
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],
+                                  "env": {"TEST_MARKER": tag}}, settings=RunnerSettings(kill_grace_seconds=0.4))
+    task = asyncio.create_task(runner.run(Invocation(tool, {}, "call-1", 30)))
+    await eventually(lambda: len(leftover_processes(tag)) >= 3)
+    started = time.monotonic()
+    task.cancel()
+    await asyncio.sleep(0.1)
+    # Mid-grace: the SIGTERM-ignoring processes still run, and a second cancellation arrives (as the gRPC
+    # server's does after the pipeline's timeout).
+    assert leftover_processes(tag)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert leftover_processes(tag) == []
+    assert time.monotonic() - started >= 0.4, "SIGKILL came before the grace period ended"
+
+
+async def test_concurrent_calls_do_not_stop_each_other():
+    runner, tool = direct_runner({"type": "process", "argv": ["sh", "-c", "sleep 0.3; echo $1", "sh", "{n}"]},
+                                 (Parameter("n", "integer", required=True),))
+    quick, _ = direct_runner({"type": "process", "argv": ["true"]})
+    slow = [asyncio.create_task(runner.run(Invocation(tool, {"n": n}, f"c{n}", 10))) for n in range(5)]
+    for _ in range(20):
+        assert (await quick.run(Invocation(tool, {}, "q", 10))).failure is None
+    outcomes = await asyncio.gather(*slow)
+    assert [o.output for o in outcomes] == [f"{n}\n" for n in range(5)]
+
+
+def test_values_become_text_as_documented():
+    runner, _ = direct_runner({"type": "process", "argv": ["echo", "{a}", "{b}", "{c}"]}, (
+        Parameter("a", "number"), Parameter("b", "boolean"), Parameter("c", "array")))
+    render = runner._template.render  # type: ignore[attr-defined]
+    assert render("direct", {"a": 1.5, "b": False, "c": [None, "x"]}) == ("echo", "1.5", "false", "null", "x")
+    with pytest.raises(InvalidArgumentsError) as caught:
+        render("direct", {"a": -2, "c": ["-x", "ok", "-y"]})
+    assert [v.pointer for v in caught.value.violations] == ["/a", "/c/0", "/c/2"]
+
+
+BAD_CONFIGS = {
+    "unknown_placeholder": ({"type": "process", "argv": ["ping", "{hots}"]}, "names no parameter"),
+    "no_argv": ({"type": "process"}, "needs `argv:`"),
+    "empty_argv": ({"type": "process", "argv": []}, "needs `argv:`"),
+    "spliced": ({"type": "process", "argv": ["ping", "--count={host}"]}, "whole element"),
+    "program_placeholder": ({"type": "process", "argv": ["{host}"]}, "must be fixed"),
+    "number_element": ({"type": "process", "argv": ["ping", "-c", 3]}, "must be a string"),
+    "typo_key": ({"type": "process", "agrv": ["ping"]}, "did you mean 'argv'"),
+    "relative_cwd": ({"type": "process", "argv": ["ping"], "cwd": "work"}, "absolute path"),
+    "missing_cwd": ({"type": "process", "argv": ["ping"], "cwd": "/no/such/dir"}, "not an existing directory"),
+    "bad_env": ({"type": "process", "argv": ["ping"], "env": {"A B": "x"}}, "not a variable name"),
+    "reserved_env": ({"type": "process", "argv": ["ping"], "env": {"TOOLHOST_CALL_MARKER": "x"}},
+                     "set by toolhost"),
+}
+
+
+async def test_bad_runner_configs_are_reported_at_load(start_server, tmp_path):
+    for name, (runner, _) in BAD_CONFIGS.items():
+        add_tool(tmp_path, name, runner, "  - {name: host, type: string, required: true}\n")
+    add_tool(tmp_path, "good", {"type": "process", "argv": ["ping", "-c", "1", "--", "{host}"]},
+             "  - {name: host, type: string, required: true}\n")
+    server = await start_server(catalog_dirs=[tmp_path])
+    report = await server.stub.Reload(tool_service_pb2.ReloadRequest())
+    by_file = {Path(e.file).stem: e.reason for e in report.errors}
+    for name, (_, reason) in BAD_CONFIGS.items():
+        assert reason in by_file.get(name, ""), (name, by_file.get(name))
+    assert "good" in report.tools
+    assert not set(BAD_CONFIGS) & set(report.tools)
+
+
+async def test_stopping_cancelled_midway_kills_at_once():
+    """What the event loop's shutdown does to a kill in progress: it still leaves nothing running."""
+    tag = marker()
+    child = await asyncio.create_subprocess_exec(
+        PY, "-I", "-S", "-c", STUBBORN_TREE, env={"TOOLHOST_CALL_MARKER": tag, "PATH": SAFE_PATH})
+    await eventually(lambda: len(leftover_processes(tag)) >= 3)
+    # As the launcher does: asyncio reaps the leader it spawned, so the tree must leave it alone.
+    spawned_leaders.add(child.pid)
+    stopping = asyncio.create_task(ProcessTree(tag, leader=child.pid).stop(grace_seconds=30))
+    await asyncio.sleep(0.1)
+    assert leftover_processes(tag), "the SIGTERM-ignoring processes wait for the grace period"
+    started = time.monotonic()
+    stopping.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await stopping
+    assert leftover_processes(tag) == []
+    assert time.monotonic() - started < 1
+    assert await child.wait() == -9
+    spawned_leaders.discard(child.pid)
