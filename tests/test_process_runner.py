@@ -376,6 +376,23 @@ async def test_a_second_cancellation_does_not_cut_the_grace_short():
     assert time.monotonic() - started >= 0.4, "SIGKILL came before the grace period ended"
 
 
+async def test_cancellations_at_any_moment_even_mid_spawn_leave_nothing():
+    tag = marker()
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],
+                                  "env": {"TEST_MARKER": tag}})
+
+    async def cancelled_after(delay: float) -> None:
+        task = asyncio.create_task(runner.run(Invocation(tool, {}, "call", 30)))
+        await asyncio.sleep(delay)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    # From before the spawn, through it, to well after: none of them may hang or leave a process.
+    await asyncio.wait_for(asyncio.gather(*(cancelled_after(i * 0.004) for i in range(40))), 30)
+    assert leftover_processes(tag) == []
+
+
 async def test_concurrent_calls_do_not_stop_each_other():
     runner, tool = direct_runner({"type": "process", "argv": ["sh", "-c", "sleep 0.3; echo $1", "sh", "{n}"]},
                                  (Parameter("n", "integer", required=True),))
@@ -387,13 +404,13 @@ async def test_concurrent_calls_do_not_stop_each_other():
     assert [o.output for o in outcomes] == [f"{n}\n" for n in range(5)]
 
 
-def test_values_become_text_as_documented():
-    runner, _ = direct_runner({"type": "process", "argv": ["echo", "{a}", "{b}", "{c}"]}, (
-        Parameter("a", "number"), Parameter("b", "boolean"), Parameter("c", "array")))
-    render = runner._template.render  # type: ignore[attr-defined]
-    assert render("direct", {"a": 1.5, "b": False, "c": [None, "x"]}) == ("echo", "1.5", "false", "null", "x")
+async def test_values_become_text_as_documented():
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", PRINT_ARGV, "{a}", "{b}", "{c}"]},
+                                 (Parameter("a", "number"), Parameter("b", "boolean"), Parameter("c", "array")))
+    outcome = await runner.run(Invocation(tool, {"a": 1.5, "b": False, "c": [None, "x", [1]]}, "call", 10))
+    assert json.loads(outcome.output) == ["1.5", "false", "null", "x", "[1]"]
     with pytest.raises(InvalidArgumentsError) as caught:
-        render("direct", {"a": -2, "c": ["-x", "ok", "-y"]})
+        await runner.run(Invocation(tool, {"a": -2, "c": ["-x", "ok", "-y"]}, "call", 10))
     assert [v.pointer for v in caught.value.violations] == ["/a", "/c/0", "/c/2"]
 
 

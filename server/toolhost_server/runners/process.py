@@ -11,7 +11,8 @@ Rules of the template, checked at load:
   * argv[0], the program, is fixed: never a placeholder. It is looked up in the child's fixed PATH.
   * A placeholder `{name}` is a whole argv element and names a declared parameter. It is never spliced into
     a longer string: "--count={count}" is refused at load; write "--count", "{count}". There is no shell.
-  * Other braces are literal ("{print $1}" contains a space, so it is no placeholder).
+  * Other braces are literal: "{}" (as in find -exec) and "{print $1}" (it holds a space) are no
+    placeholders. An element that is exactly {word} always is one, so such a literal cannot be written.
 How a value becomes arguments, at each call:
   * a string is one element as is; a number is str(value); a boolean is "true" or "false";
   * an array gives one element per item (an empty array gives none); an object gives one element, its JSON;

@@ -43,7 +43,7 @@ class ChildCommand:
 
     `env` is added to the minimal environment. `cwd` None runs the command in the call's private temporary
     directory. `script`, when given, is written to a private file (mode 0700) in that directory and the file's
-    path is appended to `argv`. `program` names the command in messages ("ping", "the script's bash").
+    path is appended to `argv`. `program` names the command in messages ("ping", or a script's "bash").
     """
 
     tool: str
@@ -107,21 +107,30 @@ async def _spawn_and_wait(
     command: ChildCommand, argv: tuple[str, ...], env: dict[str, str], cwd: str | None, settings: RunnerSettings
 ) -> RunOutcome:
     loop = asyncio.get_running_loop()
-    marker = env[CALL_MARKER_VARIABLE]
     protocol = CaptureProtocol(settings.max_output_bytes)
+    spawning = loop.create_task(loop.subprocess_exec(
+        lambda: protocol, *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=env, cwd=cwd, start_new_session=True))
+    # A spawn is never cut short: asyncio would then kill only the leader and wait for the pipes to close,
+    # which the leader's children (still running) hold open forever. It takes a few loop iterations; then a
+    # cancellation that arrived meanwhile stops the whole tree like any other.
+    interrupted = False
+    while not spawning.done():
+        try:
+            await asyncio.wait([spawning])
+        except asyncio.CancelledError:
+            interrupted = True
     try:
-        transport, _ = await loop.subprocess_exec(
-            lambda: protocol, *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True)
-    except asyncio.CancelledError:
-        # asyncio killed the leader; whatever it forked meanwhile carries the marker.
-        await _uncancellable(ProcessTree(marker).stop(settings.kill_grace_seconds))
-        raise
+        transport, _ = spawning.result()
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        if interrupted:
+            raise asyncio.CancelledError from None
         if cwd is not None and exc.filename == cwd:
             raise RuntimeError(f"tool {command.tool!r}: cannot enter its working directory {cwd}: {exc}") from exc
         return _not_installed(command, exc)
     except OSError as exc:
+        if interrupted:
+            raise asyncio.CancelledError from None
         if exc.errno == errno.E2BIG:
             raise InvalidArgumentsError(command.tool, [FieldViolation(
                 "", "the arguments are too large to pass to a program (about 128 KiB per value at most)")]) from None
@@ -129,8 +138,10 @@ async def _spawn_and_wait(
     leader = transport.get_pid()
     if not protocol.exited.done():
         spawned_leaders.add(leader)
-    tree = ProcessTree(marker, leader, _pipe_inodes(transport))
+    tree = ProcessTree(env[CALL_MARKER_VARIABLE], leader, _pipe_inodes(transport))
     try:
+        if interrupted:
+            raise asyncio.CancelledError
         await protocol.exited
         spawned_leaders.discard(leader)
         if tree.may_have_leftovers():

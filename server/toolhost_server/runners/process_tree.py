@@ -139,7 +139,8 @@ class _Scan:
 class ProcessTree:
     """The processes of one call: recognises them (see the module docstring), stops them, reaps its orphans.
 
-    `leader` is the pid asyncio spawned, or None when the spawn itself was interrupted. Use::
+    `leader` is the pid asyncio spawned (None: find the call's processes by the marker alone). `pipes` are the
+    inodes of the call's stdout and stderr pipes (rule 5). Use::
 
         tree = ProcessTree(marker, leader=pid)
         ...                                  # the leader exited on its own
