@@ -8,10 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 
 import grpc
 import pytest
-from conftest import write_tool
+from conftest import leftover_processes, write_tool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from server_process import ServerProcess
 
@@ -66,6 +67,31 @@ async def test_sigterm_lets_calls_in_flight_finish_and_exits_0(served, tmp_path)
     assert all(r.success for r in responses)
     assert await server.wait() == 0
     assert b"stopped" in server.log
+
+
+async def test_calls_cut_off_by_the_grace_stop_their_processes_before_exit(served, tmp_path):
+    marker = f"shutdown-leftover-{uuid.uuid4().hex}"
+    write_tool(tmp_path, "stubborn", (
+        "name: stubborn\ndescription: Ignores SIGTERM, with a child that left its session.\ntimeout_seconds: 60\n"
+        f"runner: {{type: script, env: {{LEAK_MARKER: {marker}}}, script: \"#!/bin/sh\\n"
+        "trap '' TERM\\nsetsid sleep 300 &\\nsleep 300\\n\"}\n"))
+    server = await served("--catalog-dir", str(tmp_path), "--shutdown-grace-seconds", "0.5",
+                          "--kill-grace-seconds", "0.3")
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        call = asyncio.ensure_future(stub.CallTool(tool_service_pb2.CallToolRequest(name="stubborn")))
+        for _ in range(100):
+            if len(leftover_processes(marker)) >= 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(leftover_processes(marker)) >= 2
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await call
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE  # "Cancelling all calls": retry elsewhere
+    assert await server.wait() == 0
+    assert leftover_processes(marker) == []
 
 
 async def test_new_calls_are_refused_after_the_delay(served, tmp_path):

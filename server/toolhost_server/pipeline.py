@@ -70,10 +70,30 @@ class CallPipeline:
         self._registry = registry
         self._settings = settings
         self._accepting = True
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def in_flight(self) -> int:
+        """Calls between validation and result, including those still cleaning up after a cancel."""
+        return self._in_flight
 
     def stop_accepting(self) -> None:
         """Refuse new calls from now on (the server is draining); running calls go on."""
         self._accepting = False
+
+    async def wait_idle(self, timeout: float) -> bool:
+        """Wait until no call is running, at most `timeout` seconds; True when idle.
+
+        gRPC cancels the calls left at the end of the shutdown grace, but their runners still need a moment to
+        stop what they started (a process tree gets SIGTERM, then SIGKILL); the event loop must not close first.
+        """
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
 
     async def call(self, request: CallRequest) -> CallResult:
         """Run one call. Raises a ToolhostError for the caller's mistakes; a tool's failure is in the result."""
@@ -96,6 +116,8 @@ class CallPipeline:
         caller_limit = request.caller_timeout_seconds
         budget = tool_limit if caller_limit is None else min(tool_limit, caller_limit)
         invocation = Invocation(tool.spec, arguments, call_id, budget, request.hops, request.trace_headers)
+        self._in_flight += 1
+        self._idle.clear()
         try:
             async with asyncio.timeout(budget):
                 outcome = await tool.runner.run(invocation)
@@ -106,6 +128,10 @@ class CallPipeline:
                     "finished") from None
             outcome = RunOutcome(failure=ToolFailure(
                 "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
         duration_ms = (time.perf_counter() - started) * 1000
         return CallResult(
             success=outcome.failure is None,

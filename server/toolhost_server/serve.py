@@ -3,7 +3,8 @@
 This module is the one owner of signal handling. The drain order matters to load balancers and clients:
 health turns NOT_SERVING at once; the server keeps serving for `shutdown_delay_seconds` so that probes and
 endpoints notice; then watch streams end, new calls are refused and in-flight calls get
-`shutdown_grace_seconds` to finish before they are cancelled (which kills their processes).
+`shutdown_grace_seconds` to finish before they are cancelled, and the process exits only once the cancelled
+calls have stopped their processes.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ async def serve(config: Config) -> int:
     grace = 0.0 if force_stop.is_set() else config.shutdown_grace_seconds
     logger.info("refusing new calls; waiting up to %.1fs for calls in flight", grace)
     await server.stop(grace)
+    # Calls cancelled at the end of the grace are still stopping their processes; let them finish.
+    if not await toolhost.pipeline.wait_idle(config.kill_grace_seconds + 5):
+        logger.warning("%d calls were still stopping when the server exited", toolhost.pipeline.in_flight)
     await toolhost.close()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(signum)
