@@ -83,14 +83,14 @@ class CallPipeline:
         """Refuse new calls from now on (the server is draining); running calls go on."""
         self._accepting = False
 
-    async def wait_idle(self, timeout: float) -> bool:
-        """Wait until no call is running, at most `timeout` seconds; True when idle.
+    async def wait_idle(self, within_seconds: float) -> bool:
+        """Wait until no call is running, at most `within_seconds`; True when idle.
 
         gRPC cancels the calls left at the end of the shutdown grace, but their runners still need a moment to
         stop what they started (a process tree gets SIGTERM, then SIGKILL); the event loop must not close first.
         """
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
+            await asyncio.wait_for(self._idle.wait(), within_seconds)
         except TimeoutError:
             return False
         return True
