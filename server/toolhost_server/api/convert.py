@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
@@ -89,6 +90,28 @@ def _duration(seconds: float) -> Duration:
     return Duration(seconds=whole, nanos=round((seconds - whole) * 1e9))
 
 
+@dataclass(frozen=True, slots=True)
+class _PreparedTool:
+    spec: ToolSpec
+    basic: tool_pb2.Tool
+    full: tool_pb2.Tool
+    # Each view serialized as a `tools` entry of ListToolsResponse (tag, length, bytes): a page is assembled by
+    # joining them and parsing once, about 4x faster than copying a thousand messages into the response.
+    basic_entry: bytes
+    full_entry: bytes
+
+
+def _list_entry(message: tool_pb2.Tool) -> bytes:
+    holder = tool_service_pb2.ListToolsResponse()
+    holder.tools.append(message)
+    return holder.SerializeToString()
+
+
+def _prepare(spec: ToolSpec) -> _PreparedTool:
+    basic, full = tool_message(spec, full=False), tool_message(spec, full=True)
+    return _PreparedTool(spec, basic, full, _list_entry(basic), _list_entry(full))
+
+
 class ToolMessages:
     """The Tool messages of the serving snapshot, built when a snapshot is made, not per request.
 
@@ -97,24 +120,31 @@ class ToolMessages:
     """
 
     def __init__(self) -> None:
-        self._by_spec: dict[int, tuple[ToolSpec, tool_pb2.Tool, tool_pb2.Tool]] = {}
+        self._by_spec: dict[int, _PreparedTool] = {}
 
     def prepare(self, snapshot: Snapshot) -> None:
-        fresh: dict[int, tuple[ToolSpec, tool_pb2.Tool, tool_pb2.Tool]] = {}
+        fresh: dict[int, _PreparedTool] = {}
         for tool in snapshot.tools().values():
             key = id(tool.spec)
             entry = self._by_spec.get(key)
-            if entry is None or entry[0] is not tool.spec:
-                entry = (tool.spec, tool_message(tool.spec, full=False), tool_message(tool.spec, full=True))
-            fresh[key] = entry
+            fresh[key] = entry if entry is not None and entry.spec is tool.spec else _prepare(tool.spec)
         self._by_spec = fresh
 
-    def get(self, spec: ToolSpec, full: bool) -> tool_pb2.Tool:
+    def _entry(self, spec: ToolSpec) -> _PreparedTool:
         entry = self._by_spec.get(id(spec))
-        if entry is None or entry[0] is not spec:
-            # A call holding an older snapshot than the one prepared last: build it on the spot.
-            return tool_message(spec, full)
-        return entry[2] if full else entry[1]
+        if entry is None or entry.spec is not spec:
+            # A request holding an older snapshot than the one prepared last: build it on the spot.
+            return _prepare(spec)
+        return entry
+
+    def get(self, spec: ToolSpec, full: bool) -> tool_pb2.Tool:
+        entry = self._entry(spec)
+        return entry.full if full else entry.basic
+
+    def page(self, specs: Iterable[ToolSpec], full: bool) -> bytes:
+        """The serialized `tools` field of a ListToolsResponse holding these tools, in order."""
+        entries = (self._entry(spec) for spec in specs)
+        return b"".join(e.full_entry if full else e.basic_entry for e in entries)
 
 
 def call_response(result: CallResult) -> tool_service_pb2.CallToolResponse:

@@ -34,13 +34,11 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         except ToolhostError as exc:
             await abort_with(context, exc, "ListTools")
             raise  # unreachable: abort raises
+        response = tool_service_pb2.ListToolsResponse(
+            next_page_token=page.next_page_token, total_size=page.total_size, generation=page.generation)
         full = request.view == tool_pb2.TOOL_VIEW_FULL
-        return tool_service_pb2.ListToolsResponse(
-            tools=[self._messages.get(t.spec, full) for t in page.tools],
-            next_page_token=page.next_page_token,
-            total_size=page.total_size,
-            generation=page.generation,
-        )
+        response.MergeFromString(self._messages.page((t.spec for t in page.tools), full))
+        return response
 
     async def GetTool(
         self, request: tool_service_pb2.GetToolRequest, context: grpc.aio.ServicerContext
