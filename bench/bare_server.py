@@ -16,11 +16,17 @@ from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 class BareToolService(tool_service_pb2_grpc.ToolServiceServicer):
     def __init__(self, tool_count: int) -> None:
-        self._page = tool_service_pb2.ListToolsResponse(
-            tools=[tool_pb2.Tool(name=f"tool_{i:05d}", description=f"Generated tool {i}.") for i in range(tool_count)],
-            total_size=tool_count,
-            generation=1,
-        )
+        # The same fields toolhost's BASIC view fills for the benchmark's catalog, so both send as many bytes.
+        tools = [
+            tool_pb2.Tool(
+                name=f"tool_{i:05d}", display_name=f"Tool {i:05d}", description=f"Generated tool {i}.",
+                category="general", platform="cross-platform", version="1.0.0",
+                source=tool_pb2.TOOL_SOURCE_CATALOG, origin=f"/tmp/tmpcatalog0/tool_{i:05d}.yaml",
+                fingerprint=f"{i:064x}",
+            )
+            for i in range(tool_count)
+        ]
+        self._page = tool_service_pb2.ListToolsResponse(tools=tools, total_size=tool_count, generation=1)
 
     async def ListTools(self, request, context):  # type: ignore[no-untyped-def]
         return self._page
