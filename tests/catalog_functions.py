@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
+from pathlib import Path
 from typing import Any
+
+from toolhost_server.tools.base import ToolOutput
 
 
 async def sleep_echo(seconds: float, text: str = "done") -> str:
@@ -27,3 +31,14 @@ def describe(**arguments: Any) -> dict[str, Any]:
 
 def fail(message: str) -> str:
     raise ValueError(message)
+
+
+def not_json() -> ToolOutput:
+    return ToolOutput(text="a set is not JSON", structured={1, 2})
+
+
+async def announce_then_sleep(announce_dir: str, seconds: float, text: str = "done") -> str:
+    """Leave a file in `announce_dir` when the call starts, so a test knows the server is running it."""
+    Path(announce_dir, uuid.uuid4().hex).touch()
+    await asyncio.sleep(seconds)
+    return text

@@ -16,8 +16,9 @@ _LISTENING = re.compile(rb"serving gRPC on 127\.0\.0\.1:(\d+)")
 class ServerProcess:
     """A `toolhost serve` child. `start()` waits until it listens and returns its port."""
 
-    def __init__(self, *args: str, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *args: str, env: Mapping[str, str] | None = None, address: str = "127.0.0.1:0") -> None:
         self.args = args
+        self.address = address
         self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), **(env or {})}
         self.process: asyncio.subprocess.Process | None = None
         self.log = b""
@@ -25,7 +26,7 @@ class ServerProcess:
 
     async def start(self, timeout: float = 20) -> int:
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "toolhost_server.cli", "serve", "--grpc-address", "127.0.0.1:0", *self.args,
+            sys.executable, "-m", "toolhost_server.cli", "serve", "--grpc-address", self.address, *self.args,
             env=self.env, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         assert self.process.stderr is not None
         async with asyncio.timeout(timeout):

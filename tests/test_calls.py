@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import grpc
@@ -159,3 +160,39 @@ async def test_response_fields(server):
     assert response.timestamp.seconds > 0 and response.duration_ms >= 0
     assert not response.HasField("exit_code") and not response.HasField("error")
     assert response.structured_output == struct_pb2.Value()
+
+
+async def test_unrepresentable_structured_output_is_invalid_output(start_server, tmp_path):
+    write_tool(tmp_path, "not_json", "name: not_json\ndescription: Returns a set.\n"
+               "runner: {type: python, entrypoint: 'catalog_functions:not_json'}\n")
+    server = await start_server(catalog_dirs=[tmp_path])
+    response = await call(server, "not_json", {})
+    assert not response.success and response.error.code == "INVALID_OUTPUT"
+
+
+async def test_blocking_tools_have_their_own_bounded_threads(start_server, tmp_path):
+    write_tool(tmp_path, "blocking", "name: blocking\ndescription: Blocks a thread.\ntimeout_seconds: 0.2\n"
+               "runner: {type: python, entrypoint: 'catalog_functions:blocking_sleep'}\n"
+               "parameters: [{name: seconds, type: number, required: true}]\n")
+    server = await start_server(catalog_dirs=[tmp_path], sync_tool_threads=2)
+    stuck = await asyncio.gather(*(call(server, "blocking", {"seconds": 1.5}) for _ in range(2)))
+    assert [r.error.code for r in stuck] == ["TIMEOUT", "TIMEOUT"]
+    # Both threads still sleep: a third blocking call is refused at once, with a hint when to retry...
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call(server, "blocking", {"seconds": 0})
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    status = rpc_status.from_call(caught.value)
+    retry = [d for d in status.details if d.Is(error_details_pb2.RetryInfo.DESCRIPTOR)]
+    assert len(retry) == 1 and details(caught.value)[0].reason == "OVER_CAPACITY"
+    # ...while everything else goes on: async tools and reloads do not share those threads.
+    assert (await call(server, "echo", {"text": "still here"})).output == "still here"
+    assert (await server.stub.Reload(tool_service_pb2.ReloadRequest(), timeout=5)).success
+    # Once the threads return, blocking tools run again.
+    async with asyncio.timeout(10):
+        while True:
+            try:
+                response = await call(server, "blocking", {"seconds": 0})
+                break
+            except grpc.aio.AioRpcError:
+                await asyncio.sleep(0.1)
+    assert response.success and response.output == "slept"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 from pathlib import Path
 
 import grpc
@@ -71,9 +72,33 @@ async def test_calls_racing_reloads_each_see_one_generation(start_server, tmp_pa
         await asyncio.sleep(0)
     await reloading
     assert len(responses) == 100 and all(r.success for r in responses)
+    assert len({r.generation for r in responses}) > 1, "the calls should have raced at least one reload"
     for response in responses:
         assert response.output == f"Hello, v{version_of_generation[response.generation]}."
     assert len(version_of_generation) == 21
+
+
+async def test_a_call_keeps_the_snapshot_it_started_with(start_server, tmp_path):
+    def slow_tool(version: int) -> str:
+        return ("name: slow_versioned\ndescription: Sleeps, then answers with its version.\n"
+                "runner: {type: python, entrypoint: 'catalog_functions:sleep_echo'}\n"
+                f"parameters: [{{name: seconds, type: number, default: 0.5}}, {{name: text, type: string, "
+                f"default: v{version}}}]\n")
+
+    write_tool(tmp_path, "slow_versioned", slow_tool(1))
+    server = await start_server(catalog_dirs=[tmp_path])
+    first_generation = server.toolhost.registry.snapshot.generation
+    call = asyncio.ensure_future(server.stub.CallTool(tool_service_pb2.CallToolRequest(name="slow_versioned")))
+    async with asyncio.timeout(10):
+        while server.toolhost.pipeline.in_flight == 0:
+            await asyncio.sleep(0.01)
+    write_tool(tmp_path, "slow_versioned", slow_tool(2))
+    report = await server.stub.Reload(RELOAD)
+    assert report.generation == first_generation + 1
+    response = await call
+    assert (response.output, response.generation) == ("v1", first_generation)
+    again = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="slow_versioned"))
+    assert (again.output, again.generation) == ("v2", report.generation)
 
 
 def make_configmap(root: Path, version: int, files: dict[str, str]) -> None:
@@ -92,39 +117,66 @@ def make_configmap(root: Path, version: int, files: dict[str, str]) -> None:
             visible.symlink_to(f"..data/{name}")
 
 
+async def wait_for(condition, seconds: float = 20) -> None:
+    """Poll `condition()` until true; generous, because CI machines can be slow."""
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.05)
+
+
+async def watcher_is_live(server, directory: Path) -> None:
+    """Prove the watcher reacts before a test relies on it: add a file and wait for its tool."""
+    write_tool(directory, "watch_probe")
+    await wait_for(lambda: "watch_probe" in server.toolhost.registry.snapshot)
+
+
 async def test_configmap_symlink_swap_triggers_exactly_one_reload(start_server, tmp_path):
     root = tmp_path / "configmap"
     make_configmap(root, 1, {"cm_tool.yaml": versioned_tool(1)})
     server = await start_server(catalog_dirs=[root], watch_catalog=True, watch_debounce_ms=200)
+    assert [n for n in server.toolhost.registry.snapshot.names if n == "versioned"] == ["versioned"]
+    make_configmap(root, 2, {"cm_tool.yaml": versioned_tool(2), "probe.yaml": versioned_tool(0).replace(
+        "name: versioned", "name: watch_probe")})
+    await wait_for(lambda: "watch_probe" in server.toolhost.registry.snapshot)
     snapshot = server.toolhost.registry.snapshot
-    assert [n for n in snapshot.names if n == "versioned"] == ["versioned"]
     reloads_before = server.toolhost.reloader.reload_count
-    await asyncio.sleep(0.3)  # let the watcher start
 
-    make_configmap(root, 2, {"cm_tool.yaml": versioned_tool(2)})
-    for _ in range(100):
-        if server.toolhost.registry.snapshot.generation > snapshot.generation:
-            break
-        await asyncio.sleep(0.05)
+    make_configmap(root, 3, {"cm_tool.yaml": versioned_tool(3), "probe.yaml": versioned_tool(0).replace(
+        "name: versioned", "name: watch_probe")})
+    await wait_for(lambda: server.toolhost.registry.snapshot.generation > snapshot.generation)
     await asyncio.sleep(1.0)  # any second reload would come within the debounce window
     assert server.toolhost.reloader.reload_count - reloads_before == 1
     current = server.toolhost.registry.snapshot
     assert current.generation == snapshot.generation + 1
     listed = await server.stub.ListTools(tool_service_pb2.ListToolsRequest(page_size=1000))
-    assert [t.name for t in listed.tools].count("versioned") == 1
-    assert listed.tools[[t.name for t in listed.tools].index("versioned")].origin == str(root / "cm_tool.yaml")
+    names = [t.name for t in listed.tools]
+    assert names.count("versioned") == 1 and names.count("watch_probe") == 1
+    assert listed.tools[names.index("versioned")].origin == str(root / "cm_tool.yaml")
     response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="versioned"))
-    assert response.output == "Hello, v2."
+    assert response.output == "Hello, v3."
 
 
 async def test_editing_a_file_in_a_watched_directory_reloads(start_server, tmp_path):
     server = await start_server(catalog_dirs=[tmp_path], watch_catalog=True, watch_debounce_ms=100)
-    await asyncio.sleep(0.3)
+    await watcher_is_live(server, tmp_path)
     write_tool(tmp_path, "appeared")
-    for _ in range(100):
-        if "appeared" in server.toolhost.registry.snapshot:
-            break
-        await asyncio.sleep(0.05)
+    await wait_for(lambda: "appeared" in server.toolhost.registry.snapshot)
     response = await server.stub.CallTool(
         tool_service_pb2.CallToolRequest(name="appeared", arguments_json=json.dumps({"name": "x"})))
     assert response.success
+
+
+async def test_a_replaced_directory_is_watched_again(start_server, tmp_path):
+    catalog = tmp_path / "catalog"
+    write_tool(catalog, "original")
+    server = await start_server(catalog_dirs=[catalog], watch_catalog=True, watch_debounce_ms=100)
+    await watcher_is_live(server, catalog)
+    staged = tmp_path / "catalog.new"
+    write_tool(staged, "replacement")
+    shutil.rmtree(catalog)
+    staged.rename(catalog)
+    await wait_for(lambda: "replacement" in server.toolhost.registry.snapshot)
+    assert "original" not in server.toolhost.registry.snapshot
+    # The new directory is watched too: a later edit is seen.
+    write_tool(catalog, "later")
+    await wait_for(lambda: "later" in server.toolhost.registry.snapshot)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import grpc
 import pytest
@@ -19,9 +20,21 @@ from server_process import ServerProcess
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 from toolhost_server.config import ConfigError, load_config
 
-SLOW_TOOL = ("name: slow\ndescription: Sleeps, then answers.\n"
-             "runner: {type: python, entrypoint: 'catalog_functions:sleep_echo'}\n"
-             "parameters: [{name: seconds, type: number, required: true}, {name: text, type: string}]\n")
+
+def slow_tool(announce_dir: Path) -> str:
+    """A tool that leaves a file in `announce_dir` when a call starts, then sleeps."""
+    announce_dir.mkdir(exist_ok=True)
+    return ("name: slow\ndescription: Sleeps, then answers.\n"
+            "runner: {type: python, entrypoint: 'catalog_functions:announce_then_sleep'}\n"
+            f"parameters: [{{name: announce_dir, type: string, default: '{announce_dir}'}}, "
+            "{name: seconds, type: number, required: true}, {name: text, type: string}]\n")
+
+
+async def calls_started(announce_dir: Path, count: int) -> None:
+    """Wait until the server has started `count` calls of the slow tool."""
+    async with asyncio.timeout(20):
+        while len(list(announce_dir.iterdir())) < count:
+            await asyncio.sleep(0.02)
 
 
 @pytest.fixture
@@ -45,20 +58,21 @@ async def health_status(channel: grpc.aio.Channel, service: str = "") -> int:
 
 
 async def test_sigterm_lets_calls_in_flight_finish_and_exits_0(served, tmp_path):
-    write_tool(tmp_path, "slow", SLOW_TOOL)
-    server = await served("--catalog-dir", str(tmp_path), "--shutdown-delay-seconds", "1",
+    write_tool(tmp_path, "slow", slow_tool(tmp_path / "started"))
+    server = await served("--catalog-dir", str(tmp_path), "--shutdown-delay-seconds", "3",
                           "--shutdown-grace-seconds", "10")
     async with grpc.aio.insecure_channel(server.target) as channel:
         stub = tool_service_pb2_grpc.ToolServiceStub(channel)
         assert await health_status(channel) == health_pb2.HealthCheckResponse.SERVING
         calls = [asyncio.ensure_future(stub.CallTool(tool_service_pb2.CallToolRequest(
-            name="slow", arguments_json=json.dumps({"seconds": 2, "text": f"call {i}"})))) for i in range(5)]
-        await asyncio.sleep(0.3)
+            name="slow", arguments_json=json.dumps({"seconds": 4, "text": f"call {i}"})))) for i in range(5)]
+        await calls_started(tmp_path / "started", 5)
         assert server.process is not None
         server.process.send_signal(signal.SIGTERM)
-        await asyncio.sleep(0.3)
         # During the delay: health says NOT_SERVING at once, and the server still answers.
-        assert await health_status(channel) == health_pb2.HealthCheckResponse.NOT_SERVING
+        async with asyncio.timeout(5):
+            while await health_status(channel) != health_pb2.HealthCheckResponse.NOT_SERVING:
+                await asyncio.sleep(0.02)
         assert await health_status(channel, "toolhost.v1.ToolService") == health_pb2.HealthCheckResponse.NOT_SERVING
         echoed = await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'))
         assert echoed.output == "x"
@@ -94,20 +108,73 @@ async def test_calls_cut_off_by_the_grace_stop_their_processes_before_exit(serve
     assert leftover_processes(marker) == []
 
 
+async def test_a_second_signal_stops_at_once(served, tmp_path):
+    write_tool(tmp_path, "slow", slow_tool(tmp_path / "started"))
+    server = await served("--catalog-dir", str(tmp_path), "--shutdown-grace-seconds", "60")
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        call = asyncio.ensure_future(stub.CallTool(tool_service_pb2.CallToolRequest(
+            name="slow", arguments_json='{"seconds": 50}')))
+        await calls_started(tmp_path / "started", 1)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.5)
+        server.process.send_signal(signal.SIGTERM)
+        assert await server.wait(timeout=15) == 0  # not after the 60 s grace
+        with pytest.raises(grpc.aio.AioRpcError):
+            await call
+    assert b"stopping now" in server.log
+
+
+async def test_a_hung_blocking_tool_does_not_hold_up_the_exit(served, tmp_path):
+    write_tool(tmp_path, "blocking", "name: blocking\ndescription: Blocks a thread.\ntimeout_seconds: 0.3\n"
+               "runner: {type: python, entrypoint: 'catalog_functions:blocking_sleep'}\n"
+               "parameters: [{name: seconds, type: number, required: true}]\n")
+    server = await served("--catalog-dir", str(tmp_path), "--shutdown-grace-seconds", "1")
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        response = await stub.CallTool(tool_service_pb2.CallToolRequest(
+            name="blocking", arguments_json='{"seconds": 60}'))
+        assert response.error.code == "TIMEOUT"
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    assert await server.wait(timeout=20) == 0  # the thread still sleeps; a daemon thread does not block exit
+
+
+async def test_a_missing_catalog_directory_stops_the_start(tmp_path):
+    process = ServerProcess("--catalog-dir", str(tmp_path / "nope"))
+    with pytest.raises(RuntimeError, match="server exited before listening"):
+        await process.start()
+    assert await process.wait() == 1
+    assert b"catalog directory does not exist" in process.log
+
+
+async def test_an_address_in_use_is_a_clear_error(served):
+    first = await served()
+    process = ServerProcess(address=first.target)
+    with pytest.raises(RuntimeError, match="server exited before listening"):
+        await process.start()
+    assert await process.wait() == 1
+    assert f"cannot listen on {first.target}".encode() in process.log
+    assert b"Traceback" not in process.log
+
+
 async def test_new_calls_are_refused_after_the_delay(served, tmp_path):
-    write_tool(tmp_path, "slow", SLOW_TOOL)
+    write_tool(tmp_path, "slow", slow_tool(tmp_path / "started"))
     server = await served("--catalog-dir", str(tmp_path), "--shutdown-grace-seconds", "5")
     async with grpc.aio.insecure_channel(server.target) as channel:
         stub = tool_service_pb2_grpc.ToolServiceStub(channel)
         in_flight = asyncio.ensure_future(stub.CallTool(tool_service_pb2.CallToolRequest(
-            name="slow", arguments_json='{"seconds": 1.5}')))
-        await asyncio.sleep(0.3)
+            name="slow", arguments_json='{"seconds": 3}')))
+        await calls_started(tmp_path / "started", 1)
         assert server.process is not None
         server.process.send_signal(signal.SIGTERM)
-        await asyncio.sleep(0.3)
         with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'),
-                                timeout=2)
+            async with asyncio.timeout(5):
+                while True:  # answered until the signal is handled, refused from then on
+                    await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'),
+                                        timeout=2)
+                    await asyncio.sleep(0.02)
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         assert (await in_flight).success
     assert await server.wait() == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from contextlib import suppress
 
 from .catalog.loader import ToolLoader
@@ -33,6 +34,7 @@ class Toolhost:
             pipeline_target=config.pipeline_target,
             max_hops=config.max_hops,
             remote_caller=remote_caller,
+            sync_tool_slots=threading.BoundedSemaphore(config.sync_tool_threads),
         )
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
         self.reloader = Reloader(self.loader, self.registry)

@@ -6,6 +6,7 @@
      ├── InvalidRequestError       malformed request                -> INVALID_ARGUMENT
      ├── InvalidPageTokenError     token not ours / other filter    -> INVALID_ARGUMENT
      ├── HopLimitExceededError     remote forwarding loop           -> FAILED_PRECONDITION
+     ├── OverCapacityError         no room for another call         -> RESOURCE_EXHAUSTED + RetryInfo
      ├── CallerDeadlineExceeded    the caller's deadline passed     -> DEADLINE_EXCEEDED
      └── ShuttingDownError         the server is draining           -> UNAVAILABLE
 
@@ -81,6 +82,13 @@ class HopLimitExceededError(ToolhostError):
     """A call forwarded between toolhosts has passed through too many of them."""
 
     reason = "HOP_LIMIT_EXCEEDED"
+
+
+class OverCapacityError(ToolhostError):
+    """The server has no room for this call now; retrying a little later may succeed."""
+
+    reason = "OVER_CAPACITY"
+    retry_after_seconds = 1.0
 
 
 class CallerDeadlineExceeded(ToolhostError):

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from .catalog.loader import ToolLoader
+from .daemon_threads import run_in_daemon_thread
 from .registry import CatalogProblem, Registry
 
 logger = logging.getLogger("toolhost.registry")
@@ -37,12 +38,17 @@ class Reloader:
         self.reload_count = 0
 
     async def reload(self, trigger: str) -> ReloadReport:
+        """Load and swap. Shielded: a caller that gives up (a Reload RPC past its deadline) does not stop a
+        reload half-way, and the next reload waits for it, so two loads never run at once."""
+        return await asyncio.shield(self._reload(trigger))
+
+    async def _reload(self, trigger: str) -> ReloadReport:
         async with self._lock:
             self.reload_count += 1
             dirs = tuple(str(d) for d in self._loader.catalog_dirs)
             logger.info("[ToolRegistry] Reloading (%s) with catalog dirs: %s", trigger, list(dirs))
             # YAML parsing is CPU work: a thread keeps the loop serving calls meanwhile.
-            result = await asyncio.to_thread(self._loader.load)
+            result = await run_in_daemon_thread(self._loader.load, name="catalog-load")
             for problem in result.problems:
                 where = f"{problem.file}:{problem.line}" if problem.line else problem.file
                 logger.error("[ToolRegistry] %s: %s", where, problem.reason)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
+import os
 import signal
 import sys
 
@@ -20,18 +22,47 @@ from .config import Config
 
 logger = logging.getLogger("toolhost")
 
+_PR_SET_DUMPABLE = 4
+
 
 def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
 
 
+def harden_process() -> None:
+    """Keep tools from reading the server's memory and environment through /proc/<server pid>/.
+
+    Child processes run as the server's user; a non-dumpable process's /proc files belong to root, so a
+    tool running as the same (non-root) user cannot read the server's secrets there. Tools running as root
+    still can; only another user or a container separates those.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        logger.warning("prctl(PR_SET_DUMPABLE, 0) failed: %s", os.strerror(ctypes.get_errno()))
+
+
 async def serve(config: Config) -> int:
     """Serve until a signal asks to stop; return the exit status."""
+    harden_process()
     toolhost = create_toolhost(config)
-    await toolhost.start()
+    report = await toolhost.start()
+    if not report.success:
+        # Without a catalog there is nothing sensible to serve; failing fast shows the reason in the
+        # orchestrator (a missing ConfigMap mount, a typo in TOOLHOST_CATALOG_DIRS).
+        for problem in report.problems:
+            logger.error("cannot start: %s: %s", problem.file, problem.reason)
+        await toolhost.close()
+        return 1
     server = GrpcServer(toolhost)
-    port = await server.start()
+    try:
+        port = await server.start()
+    except OSError as exc:
+        logger.error("cannot start: %s", exc)
+        await toolhost.close()
+        return 1
     host = config.grpc_address.rpartition(":")[0]
     logger.info("toolhost serving gRPC on %s:%d%s", host, port,
                 f" and unix:{config.unix_socket}" if config.unix_socket else "")
@@ -59,7 +90,13 @@ async def serve(config: Config) -> int:
     toolhost.registry.close()
     grace = 0.0 if force_stop.is_set() else config.shutdown_grace_seconds
     logger.info("refusing new calls; waiting up to %.1fs for calls in flight", grace)
-    await server.stop(grace)
+    stopping = asyncio.ensure_future(server.stop(grace))
+    forced = asyncio.ensure_future(force_stop.wait())
+    await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
+    if not stopping.done():
+        await server.stop(0)  # a second signal during the grace: cancel the calls still running now
+    await stopping
+    forced.cancel()
     # Calls cancelled at the end of the grace are still stopping their processes; let them finish.
     if not await toolhost.pipeline.wait_idle(config.kill_grace_seconds + 5):
         logger.warning("%d calls were still stopping when the server exited", toolhost.pipeline.in_flight)

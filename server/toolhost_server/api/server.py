@@ -18,6 +18,17 @@ from .tool_service import SERVICE_NAME, ToolService
 logger = logging.getLogger("toolhost.api")
 
 
+def _bind(server: grpc.aio.Server, address: str, setting: str) -> int:
+    """Listen on `address`; OSError naming the setting when that is impossible (grpc raises RuntimeError)."""
+    try:
+        port = int(server.add_insecure_port(address))
+    except RuntimeError:
+        port = 0
+    if port == 0 and not address.endswith(":0"):
+        raise OSError(f"cannot listen on {address} (in use, or not an address of this host); change {setting}")
+    return port
+
+
 def create_toolhost(config: Config) -> Toolhost:
     """A Toolhost whose remote runner forwards over gRPC."""
     return Toolhost(config, remote_caller=GrpcRemoteCaller())
@@ -44,11 +55,9 @@ class GrpcServer:
 
     async def start(self) -> int:
         config = self.toolhost.config
-        self.port = self.server.add_insecure_port(config.grpc_address)
-        if self.port == 0:
-            raise OSError(f"cannot listen on {config.grpc_address}")
+        self.port = _bind(self.server, config.grpc_address, "grpc_address")
         if config.unix_socket:
-            self.server.add_insecure_port(f"unix:{config.unix_socket}")
+            _bind(self.server, f"unix:{config.unix_socket}", "unix_socket")
         await self.server.start()
         for service in ("", SERVICE_NAME):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)

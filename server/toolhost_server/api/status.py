@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TypeVar
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
@@ -17,6 +22,7 @@ from ..errors import (
     InvalidArgumentsError,
     InvalidPageTokenError,
     InvalidRequestError,
+    OverCapacityError,
     ShuttingDownError,
     ToolhostError,
     ToolNotFoundError,
@@ -32,6 +38,7 @@ _CODES: dict[type[ToolhostError], grpc.StatusCode] = {
     InvalidRequestError: grpc.StatusCode.INVALID_ARGUMENT,
     InvalidPageTokenError: grpc.StatusCode.INVALID_ARGUMENT,
     HopLimitExceededError: grpc.StatusCode.FAILED_PRECONDITION,
+    OverCapacityError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     CallerDeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     ShuttingDownError: grpc.StatusCode.UNAVAILABLE,
 }
@@ -58,6 +65,10 @@ def status_of(exc: BaseException, method: str) -> grpc.Status:
                 for v in exc.violations
             ]
             details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
+        if isinstance(exc, OverCapacityError):
+            delay = Duration()
+            delay.FromTimedelta(timedelta(seconds=exc.retry_after_seconds))
+            details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
     else:
         # Internal errors keep their detail in the log; the caller gets an id to quote.
         incident = uuid.uuid4().hex[:12]
@@ -70,6 +81,25 @@ def status_of(exc: BaseException, method: str) -> grpc.Status:
     return rpc_status.to_status(status)
 
 
-async def abort_with(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
-    """Abort the RPC with the status for `exc` (raises, as context.abort does)."""
-    await context.abort_with_status(status_of(exc, method))
+Request = TypeVar("Request")
+Response = TypeVar("Response")
+Servicer = TypeVar("Servicer")
+
+
+def translate_errors(
+    handler: Callable[[Servicer, Request, grpc.aio.ServicerContext], Awaitable[Response]],
+) -> Callable[[Servicer, Request, grpc.aio.ServicerContext], Awaitable[Response]]:
+    """Wrap a unary handler so that every exception it raises leaves as the status `status_of` gives."""
+    method = handler.__name__
+
+    @functools.wraps(handler)
+    async def wrapper(self: Servicer, request: Request, context: grpc.aio.ServicerContext) -> Response:
+        try:
+            return await handler(self, request, context)
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:
+            await context.abort_with_status(status_of(exc, method))
+            raise AssertionError("abort_with_status returned") from exc  # it always raises
+
+    return wrapper

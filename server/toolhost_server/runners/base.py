@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -55,6 +56,10 @@ class Invocation:
     trace_headers: Mapping[str, str] = field(default_factory=dict)
 
 
+def _sync_tool_slots() -> threading.Semaphore:
+    return threading.BoundedSemaphore(32)
+
+
 @dataclass(frozen=True, slots=True)
 class RunnerSettings:
     """Server-wide settings that runners read. Built once from the server's Config."""
@@ -65,6 +70,8 @@ class RunnerSettings:
     max_hops: int = 8
     # The transport of the remote runner; the API layer provides it (runners do not speak gRPC).
     remote_caller: RemoteCaller | None = None
+    # Threads for sync Python tools, shared by every tool of the server.
+    sync_tool_slots: threading.Semaphore = field(default_factory=_sync_tool_slots)
 
 
 class Runner(ABC):

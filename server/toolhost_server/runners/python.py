@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import inspect
 import json
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..daemon_threads import run_in_daemon_thread
+from ..errors import OverCapacityError, ToolhostError
 from ..model import ToolSpec
 from ..tools.base import Tool, ToolContext, ToolOutput, ToolRaisedFailure
 from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome, ToolFailure
@@ -44,9 +46,27 @@ class PythonRunner(Runner):
 
     kind = "python"
 
-    def __init__(self, call: Callable[[Mapping[str, Any], ToolContext], Any], is_async: bool) -> None:
+    def __init__(
+        self, call: Callable[[Mapping[str, Any], ToolContext], Any], is_async: bool, slots: threading.Semaphore
+    ) -> None:
         self._call = call
         self._is_async = is_async
+        self._slots = slots
+
+    async def _run_in_thread(self, invocation: Invocation, arguments: dict[str, Any], context: ToolContext) -> Any:
+        # A thread holds its slot until the function returns, even after the call timed out and was answered.
+        if not self._slots.acquire(blocking=False):
+            raise OverCapacityError(
+                f"every thread for blocking tools is busy (some may be stuck past their timeout); retry "
+                f"{invocation.tool.name!r} later")
+
+        def call_and_release() -> Any:
+            try:
+                return self._call(arguments, context)
+            finally:
+                self._slots.release()
+
+        return await run_in_daemon_thread(call_and_release, name=f"tool-{invocation.tool.name}")
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], tool: ToolSpec, settings: RunnerSettings) -> PythonRunner:
@@ -56,7 +76,7 @@ class PythonRunner(Runner):
         target = resolve_entrypoint(entrypoint)
         if isinstance(target, type) and issubclass(target, Tool):
             instance = target()
-            return cls(instance.run, inspect.iscoroutinefunction(instance.run))
+            return cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots)
         if not callable(target):
             raise RunnerConfigError(f"entrypoint {entrypoint!r} is not callable")
 
@@ -68,8 +88,8 @@ class PythonRunner(Runner):
             async def acall_with_keywords(arguments: Mapping[str, Any], context: ToolContext) -> Any:
                 return await target(**arguments)
 
-            return cls(acall_with_keywords, True)
-        return cls(call_with_keywords, False)
+            return cls(acall_with_keywords, True, settings.sync_tool_slots)
+        return cls(call_with_keywords, False, settings.sync_tool_slots)
 
     async def run(self, invocation: Invocation) -> RunOutcome:
         context = ToolContext(
@@ -83,9 +103,11 @@ class PythonRunner(Runner):
             if self._is_async:
                 result = await self._call(arguments, context)
             else:
-                result = await asyncio.to_thread(self._call, arguments, context)
+                result = await self._run_in_thread(invocation, arguments, context)
         except ToolRaisedFailure as exc:
             return RunOutcome(failure=ToolFailure(exc.code, exc.message))
+        except ToolhostError:
+            raise  # the server's own refusal (no free thread), not the tool's failure
         except Exception as exc:  # a tool's own bug is its failure, reported to the caller, not a server crash
             logger.info("tool %s raised %s", invocation.tool.name, type(exc).__name__, exc_info=True)
             return RunOutcome(failure=ToolFailure("TOOL_EXCEPTION", f"{type(exc).__name__}: {exc}"))
@@ -94,7 +116,14 @@ class PythonRunner(Runner):
 
 def _outcome_of(result: Any) -> RunOutcome:
     if isinstance(result, ToolOutput):
-        return RunOutcome(output=result.text, structured=result.structured)
+        if result.structured is None:
+            return RunOutcome(output=result.text)
+        try:
+            structured = json.loads(json.dumps(result.structured))
+        except (TypeError, ValueError) as exc:
+            return RunOutcome(failure=ToolFailure(
+                "INVALID_OUTPUT", f"the tool returned structured output that is not JSON: {exc}"))
+        return RunOutcome(output=result.text, structured=structured)
     if isinstance(result, str):
         return RunOutcome(output=result)
     if result is None:
