@@ -236,3 +236,14 @@ def test_config_file_is_read_and_flags_win(tmp_path):
     config_file.write_text("max_hop: 3\n")
     with pytest.raises(ConfigError, match="unknown setting 'max_hop'"):
         load_config({}, {}, str(config_file))
+
+
+async def test_toolhost_catalog_dirs_win_over_the_seed_variable_with_a_warning(served, tmp_path):
+    write_tool(tmp_path / "ours", "ours")
+    write_tool(tmp_path / "seed", "seed")
+    server = await served(env={"TOOLHOST_CATALOG_DIRS": str(tmp_path / "ours"),
+                               "AI_TOOL_CATALOG_DIRS": str(tmp_path / "seed")})
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        report = await tool_service_pb2_grpc.ToolServiceStub(channel).Reload(tool_service_pb2.ReloadRequest())
+    assert "ours" in report.tools and "seed" not in report.tools
+    assert b"WARNING toolhost.config: both TOOLHOST_CATALOG_DIRS and AI_TOOL_CATALOG_DIRS are set" in server.log

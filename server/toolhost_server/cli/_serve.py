@@ -24,6 +24,7 @@ def run_serve(args: argparse.Namespace) -> int:
     from ..serve import configure_logging, serve
 
     flags = {s.name: getattr(args, s.name) for s in SETTINGS if getattr(args, s.name, None) is not None}
+    configure_logging("INFO")  # so warnings while reading the configuration use the server's log format
     try:
         config = load_config(flags, config_file=args.config)
     except ConfigError as exc:
