@@ -42,3 +42,11 @@ async def announce_then_sleep(announce_dir: str, seconds: float, text: str = "do
     Path(announce_dir, uuid.uuid4().hex).touch()
     await asyncio.sleep(seconds)
     return text
+
+
+def server_is_dumpable() -> bool:
+    """Asks the kernel whether the process running this tool (the server) is dumpable."""
+    import ctypes
+
+    pr_get_dumpable = 3
+    return bool(ctypes.CDLL(None).prctl(pr_get_dumpable, 0, 0, 0, 0))

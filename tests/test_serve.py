@@ -247,3 +247,15 @@ async def test_toolhost_catalog_dirs_win_over_the_seed_variable_with_a_warning(s
         report = await tool_service_pb2_grpc.ToolServiceStub(channel).Reload(tool_service_pb2.ReloadRequest())
     assert "ours" in report.tools and "seed" not in report.tools
     assert b"WARNING toolhost.config: both TOOLHOST_CATALOG_DIRS and AI_TOOL_CATALOG_DIRS are set" in server.log
+
+
+async def test_the_server_process_is_not_dumpable(served, tmp_path):
+    # Non-dumpable: its /proc/<pid>/environ and memory belong to root, out of reach of tools that run as the
+    # server's (non-root) user. As root here, the test can only ask the kernel for the flag.
+    write_tool(tmp_path, "dumpable", "name: dumpable\ndescription: Reports the server's dumpable flag.\n"
+               "runner: {type: python, entrypoint: 'catalog_functions:server_is_dumpable'}\n")
+    server = await served("--catalog-dir", str(tmp_path))
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        response = await tool_service_pb2_grpc.ToolServiceStub(channel).CallTool(
+            tool_service_pb2.CallToolRequest(name="dumpable"))
+    assert response.success and response.output == "false"
