@@ -1,16 +1,16 @@
 """Turns one YAML tool definition (the AI Tool Catalog's format plus `runner:`) into a ToolSpec.
 
-Everything a definition can get wrong is reported here with the key it is about, so the caller can point at
-a line. Unknown keys are errors, with the closest known key suggested: a typo such as `timeout_second` must
-not silently fall back to a default.
+Everything a definition can get wrong is reported here with the path to the value it is about (such as
+("parameters", 2, "type")), so the caller can point at its line. Unknown keys are errors, with the closest
+known key suggested: a typo such as `timeout_second` must not silently fall back to a default.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeAlias
 
 import jsonschema_rs
 
@@ -42,13 +42,20 @@ _SCHEMA_KEYWORDS = {
 ANNOTATION_KEYS = ("read_only", "destructive", "idempotent", "open_world")
 
 
-class DefinitionError(Exception):
-    """A definition is unusable. `key` is the YAML key the problem is at (for locating its line), or ""."""
+DocumentPath: TypeAlias = tuple[str | int, ...]
+"""Where in a document: mapping keys and list indexes from the top, e.g. ("parameters", 2, "type")."""
 
-    def __init__(self, reason: str, key: str = "") -> None:
+
+class DefinitionError(Exception):
+    """A definition is unusable. `path` leads to the value the problem is at (a top-level key may be given as
+    a plain string), () when it is about the whole document; `at_key` points at the key itself rather than its
+    value, as for an unknown key. The path may end where the document does not go, as for a missing key."""
+
+    def __init__(self, reason: str, path: DocumentPath | str = (), *, at_key: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.key = key
+        self.path: DocumentPath = (path,) if isinstance(path, str) and path else tuple(path)
+        self.at_key = at_key
 
 
 def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
@@ -56,7 +63,7 @@ def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
     the catalog resolves it to the built-in implementation the definition names."""
     if not isinstance(data, Mapping):
         raise DefinitionError("a tool definition must be a mapping of keys such as name, description, parameters")
-    _reject_unknown(data, TOP_LEVEL_KEYS, "")
+    _reject_unknown(data, TOP_LEVEL_KEYS, "", ())
     name = _required_str(data, "name")
     if not NAME_PATTERN.match(name):
         raise DefinitionError(
@@ -74,7 +81,7 @@ def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
             raise DefinitionError("input_schema must describe an object (`type: object`)", "input_schema")
     else:
         input_schema = derive_input_schema(parameters)
-        check_defaults(parameters)
+        check_defaults(parameters, ("parameters",))
     output_schema = data.get("output_schema")
     if output_schema is not None:
         output_schema = _schema(output_schema, "output_schema")
@@ -111,10 +118,10 @@ def _runner(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     if runner is not None:
         if not isinstance(runner, Mapping) or not isinstance(runner.get("type"), str):
             raise DefinitionError("runner must be a mapping with a `type` (python, process, script or remote)",
-                                  "runner")
+                                  ("runner", "type") if isinstance(runner, Mapping) else ("runner",))
         if source == "pipeline" and runner.get("type") != "remote":
             raise DefinitionError("source: pipeline runs on the pipeline toolhost; drop `runner:` or use "
-                                  "`source: local`", "runner")
+                                  "`source: local`", ("runner", "type"))
         return dict(runner)
     if source == "pipeline":
         return {"type": "pipeline", "tool": name}
@@ -124,12 +131,12 @@ def _runner(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return {"type": "builtin", "implementation": implementation}
 
 
-def _reject_unknown(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+def _reject_unknown(data: Mapping[str, Any], known: frozenset[str], where: str, path: DocumentPath) -> None:
     for key in data:
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
-            raise DefinitionError(f"unknown key {key!r}{where}{hint}", str(key))
+            raise DefinitionError(f"unknown key {key!r}{where}{hint}", (*path, str(key)), at_key=True)
 
 
 def _required_str(data: Mapping[str, Any], key: str) -> str:
@@ -175,8 +182,11 @@ def _str_list(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
     value = data.get(key)
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+    if not isinstance(value, list):
         raise DefinitionError(f"`{key}` must be a list of non-empty strings", key)
+    for index, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise DefinitionError(f"`{key}` must be a list of non-empty strings", (key, index))
     return tuple(value)
 
 
@@ -197,29 +207,30 @@ def _parameters(value: Any) -> tuple[Parameter, ...]:
     seen: set[str] = set()
     result = []
     for index, item in enumerate(value):
-        where = f" in parameter #{index + 1}"
+        at: DocumentPath = ("parameters", index)
         if not isinstance(item, Mapping):
-            raise DefinitionError(f"parameter #{index + 1} must be a mapping", "parameters")
-        _reject_unknown(item, PARAMETER_KEYS, where)
+            raise DefinitionError(f"parameter #{index + 1} must be a mapping", at)
+        _reject_unknown(item, PARAMETER_KEYS, f" in parameter #{index + 1}", at)
         pname = item.get("name")
         if not isinstance(pname, str) or not pname:
-            raise DefinitionError(f"parameter #{index + 1} needs a `name`", "parameters")
+            raise DefinitionError(f"parameter #{index + 1} needs a `name`", (*at, "name"))
         if pname in seen:
-            raise DefinitionError(f"parameter {pname!r} is declared twice", pname)
+            raise DefinitionError(f"parameter {pname!r} is declared twice", (*at, "name"))
         seen.add(pname)
         ptype = item.get("type", "string")
         if ptype not in PARAMETER_TYPES:
             raise DefinitionError(
-                f"parameter {pname!r} has type {ptype!r}; use one of {', '.join(sorted(PARAMETER_TYPES))}", "type")
+                f"parameter {pname!r} has type {ptype!r}; use one of {', '.join(sorted(PARAMETER_TYPES))}",
+                (*at, "type"))
         enum = item.get("enum", [])
         if not isinstance(enum, list):
-            raise DefinitionError(f"parameter {pname!r}: enum must be a list", "enum")
+            raise DefinitionError(f"parameter {pname!r}: enum must be a list", (*at, "enum"))
         for flag in ("required", "allow_leading_dash"):
             if not isinstance(item.get(flag, False), bool):
-                raise DefinitionError(f"parameter {pname!r}: {flag} must be true or false", flag)
+                raise DefinitionError(f"parameter {pname!r}: {flag} must be true or false", (*at, flag))
         description = item.get("description", "")
         if not isinstance(description, str):
-            raise DefinitionError(f"parameter {pname!r}: description must be a string", "description")
+            raise DefinitionError(f"parameter {pname!r}: description must be a string", (*at, "description"))
         result.append(
             Parameter(
                 name=pname,
@@ -235,16 +246,19 @@ def _parameters(value: Any) -> tuple[Parameter, ...]:
     return tuple(result)
 
 
-def check_defaults(parameters: tuple[Parameter, ...]) -> None:
-    """A default must itself be a valid value, or every call that relies on it would fail."""
-    for p in parameters:
+def check_defaults(parameters: tuple[Parameter, ...], path: DocumentPath = ()) -> None:
+    """A default must itself be a valid value, or every call that relies on it would fail. `path` is where
+    the list of parameters is in the document."""
+    for index, p in enumerate(parameters):
         if not p.has_default:
             continue
         single = derive_input_schema((Parameter(p.name, p.type, enum=p.enum, schema=p.schema),))
         validator = jsonschema_rs.validator_for(single)
         error = next(iter(validator.iter_errors({p.name: p.default})), None)
         if error is not None:
-            raise DefinitionError(f"parameter {p.name!r}: default {p.default!r} is invalid: {error.message}", "default")
+            # instance_path starts with the parameter's own name, then leads into the default's value.
+            raise DefinitionError(f"parameter {p.name!r}: default {p.default!r} is invalid: {error.message}",
+                                  (*path, index, "default", *error.instance_path[1:]))
 
 
 def _examples(value: Any, input_schema: Mapping[str, Any]) -> tuple[Example, ...]:
@@ -253,27 +267,34 @@ def _examples(value: Any, input_schema: Mapping[str, Any]) -> tuple[Example, ...
     if not isinstance(value, list):
         raise DefinitionError("examples must be a list of {description, parameters}", "examples")
     result = []
+    arguments_paths: list[DocumentPath] = []
     for index, item in enumerate(value):
         if not isinstance(item, Mapping):
-            raise DefinitionError(f"example #{index + 1} must be a mapping", "examples")
+            raise DefinitionError(f"example #{index + 1} must be a mapping", ("examples", index))
         # The seed's catalog calls them `parameters`; `arguments` matches the API.
-        arguments = item.get("arguments", item.get("parameters", {}))
+        arguments_path: DocumentPath = ("examples", index, "arguments" if "arguments" in item else "parameters")
+        arguments = item.get(arguments_path[-1], {})
         if not isinstance(arguments, Mapping):
-            raise DefinitionError(f"example #{index + 1}: parameters must be a mapping", "examples")
+            raise DefinitionError(f"example #{index + 1}: parameters must be a mapping", arguments_path)
         result.append(Example(description=str(item.get("description", "")), arguments=dict(arguments)))
-    check_examples(tuple(result), input_schema)
+        arguments_paths.append(arguments_path)
+    check_examples(tuple(result), input_schema, arguments_paths)
     return tuple(result)
 
 
-def check_examples(examples: tuple[Example, ...], input_schema: Mapping[str, Any]) -> None:
-    """An example a model copies must be a valid call."""
+def check_examples(examples: tuple[Example, ...], input_schema: Mapping[str, Any],
+                   arguments_paths: Sequence[DocumentPath] = ()) -> None:
+    """An example a model copies must be a valid call. `arguments_paths` says where each example's
+    arguments are in the document."""
     if not examples:
         return
     validator = jsonschema_rs.validator_for(dict(input_schema))
     for index, example in enumerate(examples):
         error = next(iter(validator.iter_errors(dict(example.arguments))), None)
         if error is not None:
-            raise DefinitionError(f"example #{index + 1} does not fit the parameters: {error.message}", "examples")
+            where = arguments_paths[index] if index < len(arguments_paths) else ()
+            raise DefinitionError(f"example #{index + 1} does not fit the parameters: {error.message}",
+                                  (*where, *error.instance_path))
 
 
 def _annotations(value: Any) -> Annotations:
@@ -282,12 +303,12 @@ def _annotations(value: Any) -> Annotations:
     if not isinstance(value, Mapping):
         raise DefinitionError("annotations must be a mapping of read_only, destructive, idempotent, open_world",
                               "annotations")
-    _reject_unknown(value, frozenset(ANNOTATION_KEYS), " in annotations")
+    _reject_unknown(value, frozenset(ANNOTATION_KEYS), " in annotations", ("annotations",))
     flags = {}
     for key in ANNOTATION_KEYS:
         flag = value.get(key, False)
         if not isinstance(flag, bool):
-            raise DefinitionError(f"annotations.{key} must be true or false", key)
+            raise DefinitionError(f"annotations.{key} must be true or false", ("annotations", key))
         flags[key] = flag
     return Annotations(**flags)
 
@@ -298,9 +319,10 @@ def check_intents(value: Any) -> tuple[str, ...]:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise DefinitionError("intents must be a list of regular expressions", "intents")
-    for pattern in value:
+    for index, pattern in enumerate(value):
         try:
             re.compile(pattern)
         except re.error as exc:
-            raise DefinitionError(f"intent {pattern!r} is not a valid regular expression: {exc}", "intents") from exc
+            raise DefinitionError(f"intent {pattern!r} is not a valid regular expression: {exc}",
+                                  ("intents", index)) from exc
     return tuple(value)

@@ -1,0 +1,234 @@
+"""Reading catalog files: the exact line of a mistake, YAML that is refused (duplicate keys, aliases, huge or
+deeply nested files), odd directory entries, and keeping unchanged tools across a ConfigMap update."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import write_tool
+from test_reload import make_configmap
+
+from toolhost.v1 import tool_service_pb2
+from toolhost_server.catalog.loader import ToolLoader
+from toolhost_server.catalog.yaml_files import MAX_FILE_BYTES, MAX_NESTING
+from toolhost_server.registry import CatalogProblem
+from toolhost_server.runners import RunnerSettings
+
+RELOAD = tool_service_pb2.ReloadRequest()
+
+
+def load(directory: Path) -> tuple[list[str], dict[str, CatalogProblem]]:
+    """The tool names (built-ins left out) and the problems by file name, as the server's loader sees them."""
+    result = ToolLoader([directory], (), RunnerSettings()).load()
+    assert result.tools is not None, result.problems
+    names = [name for name, tool in result.tools.items() if tool.spec.origin.startswith(str(directory))]
+    return names, {Path(p.file).name: p for p in result.problems}
+
+
+def only_problem(directory: Path) -> CatalogProblem:
+    _, problems = load(directory)
+    assert len(problems) == 1, problems
+    return next(iter(problems.values()))
+
+
+HEAD = "name: x\ndescription: d\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "reason"),
+    [
+        pytest.param(HEAD + "parameters:\n  - name: a\n    type: string\n  - name: b\n    type: integer\n"
+                     "  - name: c\n    type: str\n", 9, "has type 'str'", id="type-of-the-third-parameter"),
+        pytest.param(HEAD + "parameters:\n  - {name: m, type: string}\n  - {name: n, type: integer, default: abc}\n",
+                     5, "default 'abc' is invalid", id="default-in-a-flow-mapping"),
+        pytest.param(HEAD + "parameters:\n  - name: host\n  - name: port\n    type: integer\n  - name: host\n",
+                     7, "'host' is declared twice", id="parameter-declared-twice"),
+        pytest.param(HEAD + "parameters:\n  - name: a\n  - type: string\n", 5, "parameter #2 needs a `name`",
+                     id="parameter-without-name"),
+        pytest.param(HEAD + "parameters:\n  - name: a\n    maximum: 3\n  - name: b\n    maximun: 3\n", 7,
+                     "did you mean 'maximum'", id="unknown-key-in-a-parameter"),
+        pytest.param(HEAD + "parameters: [{name: n, type: integer}]\nexamples:\n  - {description: ok, parameters: "
+                     "{n: 1}}\n  - description: bad\n    parameters: {n: abc}\n", 7, "does not fit the parameters",
+                     id="second-example"),
+        pytest.param(HEAD + "implementation: echo\nintents:\n  - 'dns'\n  - 'dns lookup (?P<domain'\n", 6,
+                     "regular expression", id="second-intent"),
+        pytest.param(HEAD + "implementation: echo\nannotations:\n  read_only: true\n  idempotent: maybe\n", 6,
+                     "annotations.idempotent", id="annotation"),
+        pytest.param(HEAD + "implementation: echo\ntags: [a,\n  3]\n", 5, "list of non-empty strings",
+                     id="tag-on-a-continuation-line"),
+        pytest.param("# A comment first.\n\nname: x\n", 3, "`description` is required", id="missing-top-level-key"),
+        pytest.param(HEAD + "runner:\n  type: teleport\n", 4, "unknown runner type", id="runner-refused-by-loader"),
+    ],
+)
+def test_a_mistake_is_reported_at_its_own_line(tmp_path, body, line, reason):
+    write_tool(tmp_path, "x", body)
+    problem = only_problem(tmp_path)
+    assert reason in problem.reason and problem.line == line, problem
+
+
+async def test_reload_reports_the_line_inside_a_flow_mapping(start_server, tmp_path):
+    write_tool(tmp_path, "good")
+    write_tool(tmp_path, "flow", "name: flow\ndescription: d\nimplementation: echo\nparameters:\n"
+               "  - {name: text, type: string}\n  - {name: n, type: integer, default: abc}\n")
+    server = await start_server(catalog_dirs=[tmp_path])
+    errors = (await server.stub.Reload(RELOAD)).errors
+    assert [(Path(e.file).name, e.line) for e in errors] == [("flow.yaml", 6)]
+
+
+# -- YAML a catalog file may not use ------------------------------------------------------------------------------
+
+
+def test_a_duplicate_key_is_refused_at_its_second_occurrence(tmp_path):
+    write_tool(tmp_path, "dup", "name: first_name\ndescription: d\nimplementation: echo\nname: second_name\n")
+    write_tool(tmp_path, "flowdup", HEAD + "implementation: echo\nparameters:\n"
+               "  - {name: a, type: string, type: integer}\n")
+    names, problems = load(tmp_path)
+    assert names == []
+    assert problems["dup.yaml"].line == 4 and "'name' appears twice" in problems["dup.yaml"].reason
+    assert "first on line 1" in problems["dup.yaml"].reason
+    assert problems["flowdup.yaml"].line == 5 and "'type' appears twice" in problems["flowdup.yaml"].reason
+
+
+def test_an_alias_bomb_is_refused(tmp_path):
+    # Ten to the fourth strings from a few hundred bytes; each further level multiplies by ten.
+    levels = ["  - {name: p0, type: array, default: &a0 [x, x, x, x, x, x, x, x, x, x]}"]
+    for level in range(1, 5):
+        refs = ", ".join([f"*a{level - 1}"] * 10)
+        levels.append(f"  - {{name: p{level}, type: array, default: &a{level} [{refs}]}}")
+    write_tool(tmp_path, "bomb", HEAD + "parameters:\n" + "\n".join(levels) + "\n")
+    problem = only_problem(tmp_path)
+    assert "aliases" in problem.reason and problem.line == 4, problem
+
+
+def test_anchors_without_aliases_and_merge_keys(tmp_path):
+    write_tool(tmp_path, "anchored", "name: anchored\ndescription: &d An anchor alone is harmless.\n"
+               "implementation: echo\n")
+    write_tool(tmp_path, "merged", "name: merged\ndescription: d\nimplementation: echo\n"
+               "annotations: {<<: {read_only: true}}\n")
+    names, problems = load(tmp_path)
+    assert names == ["anchored"]
+    assert problems["merged.yaml"].line == 4 and "merge keys" in problems["merged.yaml"].reason
+
+
+def test_a_file_over_the_size_cap_is_refused(tmp_path):
+    path = write_tool(tmp_path, "big", HEAD + "implementation: echo\n")
+    with path.open("a") as handle:
+        handle.write("# padding\n" * (MAX_FILE_BYTES // 10))
+    problem = only_problem(tmp_path)
+    assert "larger than 1 MiB" in problem.reason, problem
+
+
+def test_deep_nesting_is_refused_without_crashing(tmp_path):
+    # Deep enough to overflow the C stack of libyaml's recursive composer; run apart so a crash is a failure.
+    write_tool(tmp_path, "deep", HEAD + "implementation: echo\ntags: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    write_tool(tmp_path, "deepish", HEAD + "implementation: echo\ntags:\n" + "".join(
+        "  " * level + "- \n" for level in range(MAX_NESTING + 5)))
+    script = textwrap.dedent(f"""
+        from pathlib import Path
+        from test_catalog_files import load
+        names, problems = load(Path({str(tmp_path)!r}))
+        for name, problem in sorted(problems.items()):
+            print(name, problem.line, problem.reason)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("deep.yaml 4 ") and f"nests deeper than {MAX_NESTING}" in lines[0]
+    assert lines[1].startswith(f"deepish.yaml {4 + MAX_NESTING} ") and "nests deeper" in lines[1]
+
+
+def test_a_value_yaml_cannot_construct_is_a_bad_file(tmp_path):
+    write_tool(tmp_path, "good")
+    write_tool(tmp_path, "date", HEAD + "implementation: echo\nversion: 2024-13-45\n")
+    names, problems = load(tmp_path)
+    assert names == ["good"]
+    assert problems["date.yaml"].line == 4 and "month must be in 1..12" in problems["date.yaml"].reason
+
+
+# -- directory entries ---------------------------------------------------------------------------------------------
+
+
+async def test_a_symlink_loop_is_one_bad_file_not_a_failed_reload(start_server, tmp_path):
+    write_tool(tmp_path, "good")
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    server = await start_server(catalog_dirs=[tmp_path])
+    report = await server.stub.Reload(RELOAD)
+    assert report.success and "good" in report.tools
+    assert [(Path(e.file).name, e.line) for e in report.errors] == [("loop.yaml", 0)]
+    assert "symbolic links" in report.errors[0].reason
+
+
+def test_a_file_replaced_by_a_symlink_loop_keeps_its_last_good_version(tmp_path):
+    path = write_tool(tmp_path, "steady")
+    loader = ToolLoader([tmp_path], (), RunnerSettings())
+    assert loader.load().tools is not None
+    path.unlink()
+    path.symlink_to(path.name)
+    result = loader.load()
+    assert result.tools is not None and "steady" in result.tools
+    assert [p.file for p in result.problems] == [str(path)]
+    assert "still serving its last good version" in result.problems[0].reason
+
+
+def test_a_directory_named_like_a_yaml_file_is_searched(tmp_path):
+    write_tool(tmp_path / "nested.yaml", "inner")
+    write_tool(tmp_path, "outer")
+    names, problems = load(tmp_path)
+    assert sorted(names) == ["inner", "outer"] and problems == {}
+
+
+def test_a_file_that_is_not_utf8_is_a_bad_file(tmp_path):
+    write_tool(tmp_path, "good")
+    (tmp_path / "latin1.yaml").write_bytes(b"name: latin1\ndescription: caf\xe9\n")
+    names, problems = load(tmp_path)
+    assert names == ["good"]
+    assert "not UTF-8" in problems["latin1.yaml"].reason and problems["latin1.yaml"].line == 2
+
+
+# -- keeping unchanged tools ---------------------------------------------------------------------------------------
+
+
+def tool_text(name: str, greeting: str = "Hello") -> str:
+    return (f"name: {name}\ndescription: {greeting} tool {name}.\n"
+            "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:greet'}\n"
+            "parameters:\n  - {name: name, type: string, required: true}\n")
+
+
+async def test_a_configmap_update_keeps_the_unchanged_tools(start_server, tmp_path):
+    root = tmp_path / "configmap"
+    files = {f"{name}.yaml": tool_text(name) for name in ("one", "two", "three")}
+    make_configmap(root, 1, files)
+    server = await start_server(catalog_dirs=[root])
+    before = {name: server.toolhost.registry.snapshot.get(name).spec for name in ("one", "two", "three")}
+    make_configmap(root, 2, {**files, "two.yaml": tool_text("two", "Changed")})
+    report = await server.stub.Reload(RELOAD)
+    assert list(report.changed) == ["two"] and not report.errors
+    snapshot = server.toolhost.registry.snapshot
+    assert snapshot.get("one").spec is before["one"] and snapshot.get("three").spec is before["three"]
+    assert snapshot.get("two").spec is not before["two"]
+
+
+async def test_an_edit_that_changes_nothing_keeps_the_tool(start_server, tmp_path):
+    # Another tool changes each time, so every reload makes a new generation that could replace `steady`.
+    path = write_tool(tmp_path, "steady", tool_text("steady"))
+    write_tool(tmp_path, "other", tool_text("other", "First"))
+    server = await start_server(catalog_dirs=[tmp_path])
+    spec = server.toolhost.registry.snapshot.get("steady").spec
+    path.write_text("# Only a comment is new.\n" + tool_text("steady"))
+    write_tool(tmp_path, "other", tool_text("other", "Second"))
+    report = await server.stub.Reload(RELOAD)
+    assert list(report.changed) == ["other"] and server.toolhost.registry.snapshot.get("steady").spec is spec
+    path.write_text("name: steady\ndescription: [broken\n")
+    assert (await server.stub.Reload(RELOAD)).errors
+    path.write_text(tool_text("steady") + "# Fixed again.\n")
+    write_tool(tmp_path, "other", tool_text("other", "Third"))
+    report = await server.stub.Reload(RELOAD)
+    assert list(report.changed) == ["other"] and not report.errors
+    assert server.toolhost.registry.snapshot.get("steady").spec is spec
