@@ -15,7 +15,8 @@ from test_reload import make_configmap
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.catalog.loader import ToolLoader
-from toolhost_server.catalog.yaml_files import MAX_FILE_BYTES, MAX_NESTING
+from toolhost_server.catalog.strict_yaml import MAX_NESTING
+from toolhost_server.catalog.yaml_files import MAX_FILE_BYTES
 from toolhost_server.registry import CatalogProblem
 from toolhost_server.runners import RunnerSettings
 

@@ -6,47 +6,27 @@ Each file keeps its last good definition, so a file that turns bad keeps serving
 fixed or deleted; a file re-read with the same bytes, or parsed into the same tool, keeps its tool object, so
 caches keyed by the tool survive a ConfigMap update.
 
-A catalog file is read strictly: a duplicate key, an alias (`*name`), a merge key (`<<`), nesting deeper than
-MAX_NESTING or more than MAX_FILE_BYTES makes it a bad file. Aliases are refused because a few hundred bytes
-of nested aliases expand to millions of values that validation then walks.
+A catalog file is read strictly (see strict_yaml) and may hold at most MAX_FILE_BYTES.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import Any
 
 import yaml
-from yaml.constructor import ConstructorError
-from yaml.error import MarkedYAMLError
-from yaml.events import CollectionEndEvent, CollectionStartEvent
-from yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode, SequenceNode
 
 from ..registry import CatalogProblem, RegisteredTool
-from .definition import DefinitionError, DocumentPath
+from .definition import DefinitionError
+from .strict_yaml import CatalogYamlError, error_line, error_text, line_of, load_catalog_yaml, mark_line
 
 CATALOG_SUFFIXES = (".yaml", ".yml")
 MAX_FILE_BYTES = 1 << 20
 MAX_NESTING = 64
-
-if TYPE_CHECKING:
-    from yaml._yaml import Mark as _LibyamlMark
-
-    _SafeLoader = yaml.SafeLoader
-    _Mark: TypeAlias = yaml.error.Mark | _LibyamlMark
-else:
-    _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-# libyaml counts a reader error's position in bytes of UTF-8, the pure-Python reader in characters.
-_POSITIONS_IN_BYTES = _SafeLoader is not yaml.SafeLoader
-# Each collection needs one of these characters of its own, so a text holding few of them cannot nest deeply;
-# below this count libyaml's recursive composer is safe even on a small thread stack (it overflows past ~20000).
-_NESTING_INDICATORS = "[{-:?"
-_SHALLOW_ENOUGH = 1000
-
 
 class CatalogDirectoryError(Exception):
     """A configured catalog directory is missing or unreadable: the whole reload fails."""
@@ -54,14 +34,6 @@ class CatalogDirectoryError(Exception):
     def __init__(self, problem: CatalogProblem) -> None:
         super().__init__(problem.reason)
         self.problem = problem
-
-
-class CatalogYamlError(MarkedYAMLError):
-    """Valid YAML that a catalog file may not use: `problem` says why, `problem_mark` where."""
-
-    def __init__(self, problem: str, mark: _Mark | None) -> None:
-        # libyaml's Mark is not a yaml.error.Mark but has the same fields, and PyYAML's own errors carry it too.
-        super().__init__(problem=problem, problem_mark=cast("yaml.error.Mark | None", mark))
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,9 +138,9 @@ class YamlCatalogReader:
         try:
             data = load_catalog_yaml(text)
         except CatalogYamlError as exc:
-            return CatalogProblem(path, _line(exc.problem_mark), str(exc.problem))
+            return CatalogProblem(path, mark_line(exc.problem_mark), str(exc.problem))
         except yaml.YAMLError as exc:
-            return CatalogProblem(path, _error_line(exc, raw), f"YAML syntax error: {_error_text(exc)}")
+            return CatalogProblem(path, error_line(exc, raw), f"YAML syntax error: {error_text(exc)}")
         except Exception as exc:  # whatever else the YAML library raises must not stop the other files
             return CatalogProblem(path, 0, f"cannot read the YAML: {exc}")
         try:
@@ -208,129 +180,3 @@ def list_catalog_files(directory: Path) -> list[CatalogFile]:
             raise CatalogDirectoryError(
                 CatalogProblem(current, 0, f"cannot list catalog directory: {exc.strerror or exc}")) from exc
     return sorted(found, key=lambda f: f.path)
-
-
-def load_catalog_yaml(text: str) -> Any:
-    """The one document in `text`, read as a catalog file must be; CatalogYamlError for what a catalog file
-    may not use, another yaml.YAMLError for what is not YAML."""
-    if sum(text.count(c) for c in _NESTING_INDICATORS) > _SHALLOW_ENOUGH:
-        _check_nesting(text)
-    return yaml.load(text, Loader=_CatalogLoader)
-
-
-def line_of(text: str, path: DocumentPath, *, at_key: bool = False) -> int:
-    """The 1-based line of the value at `path` in the YAML `text` (of its key with `at_key`), or of the
-    nearest enclosing value when the document stops short of `path`; 0 when `text` holds no document.
-    Composes the document again, so it is meant for reporting errors, not for the way to success."""
-    try:
-        node = yaml.compose(text, Loader=_SafeLoader)
-    except yaml.YAMLError:
-        return 0
-    if node is None:
-        return 0
-    for index, step in enumerate(path):
-        key_node, child = _child(node, step)
-        if child is None:
-            break
-        if at_key and key_node is not None and index == len(path) - 1:
-            return _line(key_node.start_mark)
-        node = child
-    return _line(node.start_mark)
-
-
-class _CatalogLoader(_SafeLoader):
-    """The safe loader, refusing duplicate keys, aliases, merge keys and deep nesting."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depths: dict[Node, int] = {}
-
-    def construct_object(self, node: Node, deep: bool = False) -> Any:
-        # An alias is the anchored node itself, met a second time.
-        if node in self.constructed_objects or node in self.recursive_objects:
-            raise CatalogYamlError("YAML aliases (*name) are not allowed in catalog files; the value anchored "
-                                   "here is used again: write it out where it is needed", node.start_mark)
-        if isinstance(node, CollectionNode):
-            # Children are constructed later (PyYAML defers them), so each learns its depth from its parent.
-            depth = self._depths.pop(node, 1)
-            if depth > MAX_NESTING:
-                raise _too_deep(node.start_mark)
-            children = node.value if isinstance(node, SequenceNode) else [n for pair in node.value for n in pair]
-            for child in children:
-                if isinstance(child, CollectionNode):
-                    self._depths[child] = depth + 1
-        try:
-            return super().construct_object(node, deep)
-        except yaml.YAMLError:
-            raise
-        except (ValueError, TypeError, OverflowError) as exc:  # such as a date of 2024-13-45
-            value = f" {node.value!r}" if isinstance(node, ScalarNode) else ""
-            raise CatalogYamlError(f"cannot read the value{value}: {exc}", node.start_mark) from exc
-
-    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
-        if not isinstance(node, MappingNode):
-            return super().construct_mapping(node, deep)  # raises the library's own error
-        mapping: dict[Hashable, Any] = {}
-        lines: dict[Hashable, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                raise CatalogYamlError("YAML merge keys (<<) are not allowed in catalog files; write the keys out",
-                                       key_node.start_mark)
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, Hashable):
-                raise ConstructorError("while constructing a mapping", node.start_mark, "found unhashable key",
-                                       key_node.start_mark)
-            if key in mapping:
-                raise CatalogYamlError(f"key {key!r} appears twice in this mapping (first on line {lines[key]}); "
-                                       "YAML would silently keep only the last one", key_node.start_mark)
-            lines[key] = _line(key_node.start_mark)
-            mapping[key] = self.construct_object(value_node, deep=deep)
-        return mapping
-
-
-def _check_nesting(text: str) -> None:
-    """Refuse deep nesting from the event stream, which libyaml produces without recursing."""
-    depth = 0
-    for event in yaml.parse(text, Loader=_SafeLoader):
-        if isinstance(event, CollectionStartEvent):
-            depth += 1
-            if depth > MAX_NESTING:
-                raise _too_deep(event.start_mark)
-        elif isinstance(event, CollectionEndEvent):
-            depth -= 1
-
-
-def _too_deep(mark: _Mark | None) -> CatalogYamlError:
-    return CatalogYamlError(f"the document nests deeper than {MAX_NESTING} levels of lists and mappings", mark)
-
-
-def _child(node: Node, step: str | int) -> tuple[Node | None, Node | None]:
-    """(key node, value node) of `step` inside `node`; (None, None) when it has no such child."""
-    if isinstance(node, MappingNode):
-        for key_node, value_node in node.value:
-            if isinstance(key_node, ScalarNode) and key_node.value == str(step):
-                return key_node, value_node
-    elif isinstance(node, SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
-        return None, node.value[step]
-    return None, None
-
-
-def _line(mark: _Mark | None) -> int:
-    return mark.line + 1 if mark is not None else 0
-
-
-def _error_line(exc: yaml.YAMLError, raw: bytes) -> int:
-    mark = getattr(exc, "problem_mark", None)
-    if mark is not None:
-        return _line(mark)
-    position = getattr(exc, "position", None)  # a reader error (such as a control character) has no mark
-    if not isinstance(position, int):
-        return 0
-    if _POSITIONS_IN_BYTES:
-        return raw.count(b"\n", 0, position) + 1
-    return raw.decode("utf-8").count("\n", 0, position) + 1
-
-
-def _error_text(exc: yaml.YAMLError) -> str:
-    problem = getattr(exc, "problem", None)
-    return str(problem) if problem else str(exc).split("\n", 1)[0]

@@ -1,0 +1,171 @@
+"""Reading one catalog document strictly: refuses duplicate keys, aliases (`*name`), merge keys (`<<`) and
+nesting deeper than MAX_NESTING, and finds the line of a value by its path for error reports.
+
+Aliases are refused because a few hundred bytes of nested aliases expand to millions of values that validation
+then walks; deep nesting because libyaml's recursive composer overflows the C stack on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
+
+import yaml
+from yaml.constructor import ConstructorError
+from yaml.error import MarkedYAMLError
+from yaml.events import CollectionEndEvent, CollectionStartEvent
+from yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode, SequenceNode
+
+from .definition import DocumentPath
+
+MAX_NESTING = 64
+
+if TYPE_CHECKING:
+    from yaml._yaml import Mark as _LibyamlMark
+
+    _SafeLoader = yaml.SafeLoader
+    _Mark: TypeAlias = yaml.error.Mark | _LibyamlMark
+else:
+    _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# libyaml counts a reader error's position in bytes of UTF-8, the pure-Python reader in characters.
+_POSITIONS_IN_BYTES = _SafeLoader is not yaml.SafeLoader
+# Each collection needs one of these characters of its own, so a text holding few of them cannot nest deeply;
+# below this count libyaml's recursive composer is safe even on a small thread stack (it overflows past ~20000).
+_NESTING_INDICATORS = "[{-:?"
+_SHALLOW_ENOUGH = 1000
+
+
+class CatalogYamlError(MarkedYAMLError):
+    """Valid YAML that a catalog file may not use: `problem` says why, `problem_mark` where."""
+
+    def __init__(self, problem: str, mark: _Mark | None) -> None:
+        # libyaml's Mark is not a yaml.error.Mark but has the same fields, and PyYAML's own errors carry it too.
+        super().__init__(problem=problem, problem_mark=cast("yaml.error.Mark | None", mark))
+
+
+def load_catalog_yaml(text: str) -> Any:
+    """The one document in `text`, read as a catalog file must be; CatalogYamlError for what a catalog file
+    may not use, another yaml.YAMLError for what is not YAML."""
+    if sum(text.count(c) for c in _NESTING_INDICATORS) > _SHALLOW_ENOUGH:
+        _check_nesting(text)
+    return yaml.load(text, Loader=_CatalogLoader)
+
+
+def line_of(text: str, path: DocumentPath, *, at_key: bool = False) -> int:
+    """The 1-based line of the value at `path` in the YAML `text` (of its key with `at_key`), or of the
+    nearest enclosing value when the document stops short of `path`; 0 when `text` holds no document.
+    Composes the document again, so it is meant for reporting errors, not for the way to success."""
+    try:
+        node = yaml.compose(text, Loader=_SafeLoader)
+    except yaml.YAMLError:
+        return 0
+    if node is None:
+        return 0
+    for index, step in enumerate(path):
+        key_node, child = _child(node, step)
+        if child is None:
+            break
+        if at_key and key_node is not None and index == len(path) - 1:
+            return mark_line(key_node.start_mark)
+        node = child
+    return mark_line(node.start_mark)
+
+
+class _CatalogLoader(_SafeLoader):
+    """The safe loader, refusing duplicate keys, aliases, merge keys and deep nesting."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depths: dict[Node, int] = {}
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        # An alias is the anchored node itself, met a second time.
+        if node in self.constructed_objects or node in self.recursive_objects:
+            raise CatalogYamlError("YAML aliases (*name) are not allowed in catalog files; the value anchored "
+                                   "here is used again: write it out where it is needed", node.start_mark)
+        if isinstance(node, CollectionNode):
+            # Children are constructed later (PyYAML defers them), so each learns its depth from its parent.
+            depth = self._depths.pop(node, 1)
+            if depth > MAX_NESTING:
+                raise _too_deep(node.start_mark)
+            children = node.value if isinstance(node, SequenceNode) else [n for pair in node.value for n in pair]
+            for child in children:
+                if isinstance(child, CollectionNode):
+                    self._depths[child] = depth + 1
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, OverflowError) as exc:  # such as a date of 2024-13-45
+            value = f" {node.value!r}" if isinstance(node, ScalarNode) else ""
+            raise CatalogYamlError(f"cannot read the value{value}: {exc}", node.start_mark) from exc
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        if not isinstance(node, MappingNode):
+            return super().construct_mapping(node, deep)  # raises the library's own error
+        mapping: dict[Hashable, Any] = {}
+        lines: dict[Hashable, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                raise CatalogYamlError("YAML merge keys (<<) are not allowed in catalog files; write the keys out",
+                                       key_node.start_mark)
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):
+                raise ConstructorError("while constructing a mapping", node.start_mark, "found unhashable key",
+                                       key_node.start_mark)
+            if key in mapping:
+                raise CatalogYamlError(f"key {key!r} appears twice in this mapping (first on line {lines[key]}); "
+                                       "YAML would silently keep only the last one", key_node.start_mark)
+            lines[key] = mark_line(key_node.start_mark)
+            mapping[key] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+def _check_nesting(text: str) -> None:
+    """Refuse deep nesting from the event stream, which libyaml produces without recursing."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_SafeLoader):
+        if isinstance(event, CollectionStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise _too_deep(event.start_mark)
+        elif isinstance(event, CollectionEndEvent):
+            depth -= 1
+
+
+def _too_deep(mark: _Mark | None) -> CatalogYamlError:
+    return CatalogYamlError(f"the document nests deeper than {MAX_NESTING} levels of lists and mappings", mark)
+
+
+def _child(node: Node, step: str | int) -> tuple[Node | None, Node | None]:
+    """(key node, value node) of `step` inside `node`; (None, None) when it has no such child."""
+    if isinstance(node, MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, ScalarNode) and key_node.value == str(step):
+                return key_node, value_node
+    elif isinstance(node, SequenceNode) and isinstance(step, int) and 0 <= step < len(node.value):
+        return None, node.value[step]
+    return None, None
+
+
+def mark_line(mark: _Mark | None) -> int:
+    """The 1-based line of a YAML mark; 0 when there is none."""
+    return mark.line + 1 if mark is not None else 0
+
+
+def error_line(exc: yaml.YAMLError, raw: bytes) -> int:
+    """The 1-based line a YAML error is on, also for reader errors, which carry a position instead of a mark."""
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        return mark_line(mark)
+    position = getattr(exc, "position", None)  # a reader error (such as a control character) has no mark
+    if not isinstance(position, int):
+        return 0
+    if _POSITIONS_IN_BYTES:
+        return raw.count(b"\n", 0, position) + 1
+    return raw.decode("utf-8").count("\n", 0, position) + 1
+
+
+def error_text(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None)
+    return str(problem) if problem else str(exc).split("\n", 1)[0]
