@@ -6,9 +6,11 @@ import asyncio
 import json
 import os
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,27 @@ def zombie_children() -> list[int]:
                 if state == b"Z":
                     found.append(int(pid))
     return found
+
+
+def server_zombies() -> list[int]:
+    """Zombies whose parent is this process (the in-process server), found through every /proc/<pid>/stat."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = process_stat(int(entry))
+            if stat is not None and stat[1] == os.getpid() and stat[0] == "Z":
+                found.append(int(entry))
+    return found
+
+
+def process_stat(pid: int) -> tuple[str, int] | None:
+    """The state and the parent of `pid`, or None when there is no such process (any more)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return fields[0].decode(), int(fields[1])
 
 
 def marker() -> str:
@@ -419,12 +442,15 @@ BAD_CONFIGS = {
     "no_argv": ({"type": "process"}, "needs `argv:`"),
     "empty_argv": ({"type": "process", "argv": []}, "needs `argv:`"),
     "spliced": ({"type": "process", "argv": ["ping", "--count={host}"]}, "whole element"),
+    # A trailing newline must not pass for the end of the element (as with re's `$`).
+    "newline_after_placeholder": ({"type": "process", "argv": ["ping", "{host}\n"]}, "whole element"),
     "program_placeholder": ({"type": "process", "argv": ["{host}"]}, "must be fixed"),
     "number_element": ({"type": "process", "argv": ["ping", "-c", 3]}, "must be a string"),
     "typo_key": ({"type": "process", "agrv": ["ping"]}, "did you mean 'argv'"),
     "relative_cwd": ({"type": "process", "argv": ["ping"], "cwd": "work"}, "absolute path"),
     "missing_cwd": ({"type": "process", "argv": ["ping"], "cwd": "/no/such/dir"}, "not an existing directory"),
     "bad_env": ({"type": "process", "argv": ["ping"], "env": {"A B": "x"}}, "not a variable name"),
+    "newline_env": ({"type": "process", "argv": ["ping"], "env": {"A\n": "x"}}, "not a variable name"),
     "reserved_env": ({"type": "process", "argv": ["ping"], "env": {"TOOLHOST_CALL_MARKER": "x"}},
                      "set by toolhost"),
 }
@@ -463,3 +489,104 @@ async def test_stopping_cancelled_midway_kills_at_once():
     assert time.monotonic() - started < 1
     assert await child.wait() == -9
     spawned_leaders.discard(child.pid)
+
+
+# A daemon no scan can tell from a stranger: it clears its environment (so no marker), leaves the session and
+# closes the call's pipes; the tool waits until it has done all that, then prints its pid and ends.
+UNRECOGNISABLE_DAEMON = (
+    "env -i setsid sh -c 'echo $$ > ready; exec sleep {seconds}' </dev/null >/dev/null 2>&1 &\n"
+    "while [ ! -s ready ]; do sleep 0.01; done; cat ready\n")
+
+
+async def test_daemons_the_server_adopted_are_reaped_whenever_they_exit(start_server, tmp_path):
+    add_tool(tmp_path, "daemon", {"type": "process", "argv": ["sh", "-c",
+                                                              UNRECOGNISABLE_DAEMON.format(seconds=0.5)]})
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    daemons = []
+    for _ in range(5):
+        response = await call(server, "daemon")
+        assert response.success, response.error
+        daemons.append(int(response.output))
+
+    def adopted(pid: int) -> bool:
+        stat = process_stat(pid)
+        return stat is not None and stat[1] == os.getpid()
+
+    # They outlive their calls (nothing recognises them), exit later, and must then be reaped, not left as
+    # zombies of the server for ever.
+    await eventually(lambda: not any(map(adopted, daemons)) and server_zombies() == [], 15)
+
+
+async def test_reaping_strays_never_takes_the_exit_status_of_a_call():
+    daemon, tool = direct_runner({"type": "process", "argv": ["sh", "-c", UNRECOGNISABLE_DAEMON.format(seconds=0)]})
+    exits, _ = direct_runner({"type": "process", "argv": ["sh", "-c", "exit 7"]})
+    # Strays die and are reaped while other calls' leaders are being spawned and exit: each call must still
+    # get its own leader's status (a stolen one would be reported as 255).
+    outcomes = await asyncio.gather(*(daemon.run(Invocation(tool, {}, f"d{i}", 30)) for i in range(10)),
+                                    *(exits.run(Invocation(tool, {}, f"e{i}", 30)) for i in range(30)))
+    assert [o.exit_code for o in outcomes[10:]] == [7] * 30
+    assert all(o.failure is None for o in outcomes[:10])
+    await eventually(lambda: server_zombies() == [], 15)
+
+
+_PROC_LISTINGS: list[int] | None = None
+
+
+def _note_proc_listings(event: str, args: tuple[Any, ...]) -> None:
+    if _PROC_LISTINGS is not None and event in ("os.listdir", "os.scandir") and args and args[0] in ("/proc",
+                                                                                                       b"/proc"):
+        _PROC_LISTINGS.append(threading.get_ident())
+
+
+@contextmanager
+def proc_listings() -> Iterator[list[int]]:
+    """The threads that list /proc (a full process scan) meanwhile, one entry per listing."""
+    global _PROC_LISTINGS
+    if not getattr(proc_listings, "hooked", False):
+        sys.addaudithook(_note_proc_listings)  # an audit hook cannot be removed; it is idle outside this block
+        proc_listings.hooked = True  # type: ignore[attr-defined]
+    _PROC_LISTINGS = found = []
+    try:
+        yield found
+    finally:
+        _PROC_LISTINGS = None
+
+
+async def test_many_calls_stopping_at_once_scan_proc_off_the_event_loop():
+    tag = marker()
+    runner, tool = direct_runner({"type": "process", "argv": ["sh", "-c", "trap '' TERM; sleep 1000 & sleep 1000"],
+                                  "env": {"TEST_MARKER": tag}}, settings=RunnerSettings(kill_grace_seconds=0.3))
+    tasks = [asyncio.create_task(runner.run(Invocation(tool, {}, f"c{i}", 30))) for i in range(20)]
+    await eventually(lambda: len(leftover_processes(tag)) >= 40, 20)
+    with proc_listings() as listings:
+        for task in tasks:  # all 20 time out at once
+            task.cancel()
+        results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    assert leftover_processes(tag) == []
+    # The kills rescanned /proc several times during the grace, each time in a worker thread.
+    assert listings and threading.get_ident() not in listings
+
+
+async def test_whole_floats_are_written_as_integers_where_the_schema_says_integer():
+    properties = {
+        "n": {"type": "integer"},
+        "maybe": {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}]},
+        "counts": {"type": "array", "items": {"oneOf": [{"type": "integer"}, {"type": "string"}]}},
+        "ref": {"$ref": "#/$defs/count"},
+        "box": {"type": "object", "properties": {"n": {"type": "integer"}, "x": {"type": "number"}}},
+        "x": {"type": "number"},
+        "either": {"type": ["integer", "number"]},
+    }
+    schema = {"type": "object", "properties": properties, "$defs": {"count": {"type": ["integer", "null"]}}}
+    argv = [PY, "-I", "-S", "-c", PRINT_ARGV, *(f"{{{name}}}" for name in properties)]
+    tool = ToolSpec(name="direct", description="A tool built in the test.", input_schema=schema,
+                    runner={"type": "process", "argv": argv}, source=ToolSource.CATALOG, origin="test")
+    runner = build_runner(tool, RunnerSettings())
+    arguments = {"n": 3.0, "maybe": 4.0, "counts": [1.0, "a", 2.0], "ref": 5.0, "box": {"n": 6.0, "x": 7.0},
+                 "x": 8.0, "either": 9.0}
+    outcome = await runner.run(Invocation(tool, arguments, "call", 10))
+    assert json.loads(outcome.output) == ["3", "4", "1", "a", "2", "5", '{"n":6,"x":7.0}', "8.0", "9.0"]
+    # A fraction stays one (the schema check would refuse it for an integer anyway).
+    outcome = await runner.run(Invocation(tool, {"n": 2.5, "x": 1e16}, "call", 10))
+    assert json.loads(outcome.output) == ["2.5", "1e+16"]

@@ -13,6 +13,8 @@ from conftest import leftover_processes
 from test_process_runner import add_tool, call, eventually, marker, violations, zombie_children
 
 from toolhost.v1 import tool_service_pb2
+from toolhost_server.model import ToolSource, ToolSpec
+from toolhost_server.runners import Invocation, RunnerSettings, build_runner
 from toolhost_server.runners.script import argument_variable, interpreter_of
 
 PARAMETERS = """\
@@ -140,3 +142,17 @@ def test_argument_variable_names_and_shebang_parsing():
     assert interpreter_of(None, "#!/bin/bash -eu -o pipefail\r\n") == ("/bin/bash", "-eu -o pipefail")
     assert interpreter_of(None, "#!/usr/bin/env -S bash -e\n") == ("/usr/bin/env", "-S bash -e")
     assert interpreter_of(["python3", "-u"], "print(1)") == ("python3", "-u")
+
+
+async def test_whole_floats_reach_the_script_as_integers_where_the_schema_says_integer():
+    schema = {"type": "object", "properties": {
+        "count": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        "sizes": {"type": "array", "items": {"type": "integer"}},
+        "ratio": {"type": "number"},
+    }}
+    tool = ToolSpec(name="direct", description="A tool built in the test.", input_schema=schema, runner={
+        "type": "script", "script": '#!/bin/sh\nprintf "%s|" "$TOOL_ARG_COUNT" "$TOOL_ARG_SIZES" "$TOOL_ARG_RATIO"\n'},
+        source=ToolSource.CATALOG, origin="test")
+    outcome = await build_runner(tool, RunnerSettings()).run(
+        Invocation(tool, {"count": 3.0, "sizes": [1.0, 2.0], "ratio": 4.0}, "call", 10))
+    assert outcome.output == "3|[1, 2]|4.0|"

@@ -14,7 +14,8 @@ Rules of the template, checked at load:
   * Other braces are literal: "{}" (as in find -exec) and "{print $1}" (it holds a space) are no
     placeholders. An element that is exactly {word} always is one, so such a literal cannot be written.
 How a value becomes arguments, at each call:
-  * a string is one element as is; a number is str(value); a boolean is "true" or "false";
+  * a string is one element as is; a number is str(value), a whole one as an integer where the schema
+    admits no fraction ("3", not "3.0"); a boolean is "true" or "false";
   * an array gives one element per item (an empty array gives none); an object gives one element, its JSON;
   * an absent optional parameter without default, or null, gives no element at all.
   * A value (or array item) starting with "-" is refused unless the parameter has `allow_leading_dash: true`,
@@ -34,10 +35,17 @@ from typing import Any, Final
 from ..errors import FieldViolation, InvalidArgumentsError
 from ..model import ToolSpec
 from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome
-from .process_config import check_keys, declared_parameters, install_hint, static_env, working_directory
+from .process_config import (
+    WholeNumbers,
+    check_keys,
+    declared_parameters,
+    install_hint,
+    static_env,
+    working_directory,
+)
 from .process_launch import ChildCommand, run_command
 
-_PLACEHOLDER: Final = re.compile(r"^\{([^{}\s]+)\}$")
+_PLACEHOLDER: Final = re.compile(r"\{([^{}\s]+)\}")
 _EMBEDDED_PLACEHOLDER: Final = re.compile(r"\{[^{}\s]+\}")
 _KEYS: Final = frozenset({"type", "argv", "env", "cwd", "install_hint"})
 
@@ -53,8 +61,9 @@ class _Slot:
 class ArgvTemplate:
     """A checked argv template (see the module docstring): literal strings and argument slots."""
 
-    def __init__(self, parts: tuple[str | _Slot, ...]) -> None:
+    def __init__(self, parts: tuple[str | _Slot, ...], numbers: WholeNumbers) -> None:
         self._parts = parts
+        self._numbers = numbers
 
     @property
     def program(self) -> str:
@@ -76,7 +85,7 @@ class ArgvTemplate:
                 raise RunnerConfigError(f"argv element #{index + 1} ({element!r}) must be a string; quote it")
             if "\0" in element:
                 raise RunnerConfigError(f"argv element #{index + 1} contains a NUL byte")
-            match = _PLACEHOLDER.match(element)
+            match = _PLACEHOLDER.fullmatch(element)
             if match is None:
                 if _EMBEDDED_PLACEHOLDER.search(element):
                     raise RunnerConfigError(
@@ -96,7 +105,7 @@ class ArgvTemplate:
             parts.append(_Slot(name, parameter is not None and parameter.allow_leading_dash))
         if not parts[0]:
             raise RunnerConfigError("argv[0] must name the program to run, e.g. ping or /usr/bin/ping")
-        return cls(tuple(parts))
+        return cls(tuple(parts), WholeNumbers(tool))
 
     def render(self, tool: str, arguments: Mapping[str, Any]) -> tuple[str, ...]:
         """The argv for one call, or InvalidArgumentsError listing every refused value."""
@@ -109,6 +118,7 @@ class ArgvTemplate:
             value = arguments.get(part.name)
             if value is None:
                 continue
+            value = self._numbers.apply(part.name, value)
             pointer = "/" + part.name.replace("~", "~0").replace("/", "~1")
             if isinstance(value, list):
                 items = [(f"{pointer}/{i}", _argument_text(item)) for i, item in enumerate(value)]

@@ -1,4 +1,5 @@
-"""Checks of the `runner:` keys that the process and script runners share (env, cwd, install_hint), at load."""
+"""What the process and script runners share: checks of their `runner:` keys (env, cwd, install_hint) at load,
+and how an argument's numbers are written."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from ..model import Parameter, ToolSpec
 from .base import RunnerConfigError
 from .process_tree import CALL_MARKER_VARIABLE
 
-ENV_NAME: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# How deep whole_numbers follows a schema ($ref cycles end here).
+_SCHEMA_DEPTH: Final = 32
 
 
 def check_keys(config: Mapping[str, Any], known: frozenset[str], kind: str) -> None:
@@ -33,7 +36,7 @@ def static_env(config: Mapping[str, Any], reserved_prefix: str = "") -> dict[str
         raise RunnerConfigError("env must be a mapping of variable names to values, e.g. {LC_ALL: C}")
     env: dict[str, str] = {}
     for name, raw in value.items():
-        if not isinstance(name, str) or not ENV_NAME.match(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             raise RunnerConfigError(f"env: {name!r} is not a variable name (letters, digits and '_', not first a "
                                     "digit)")
         if name == CALL_MARKER_VARIABLE or (reserved_prefix and name.startswith(reserved_prefix)):
@@ -82,3 +85,88 @@ def declared_parameters(tool: ToolSpec) -> dict[str, Parameter | None]:
     if isinstance(properties, Mapping):
         names.update((str(name), None) for name in properties)
     return names
+
+
+class WholeNumbers:
+    """Writes a whole float as an int where the tool's input schema admits no fractional number there.
+
+    A google.protobuf.Struct carries every number as a double; the pipeline turns 3.0 back into 3 for a plain
+    `type: integer`, but not behind anyOf, oneOf, allOf or a local $ref, and "3.0" is not what a program
+    that takes a count expects. Numbers the schema lets be fractional are left as they are.
+    """
+
+    def __init__(self, tool: ToolSpec) -> None:
+        self._root = tool.input_schema
+        properties = self._root.get("properties")
+        self._properties: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
+
+    def apply(self, name: str, value: Any) -> Any:
+        """`value`, the argument `name`, with its whole floats written as ints where the schema says integer."""
+        return self._convert(value, self._properties.get(name, True), 0)
+
+    def _convert(self, value: Any, schema: Any, depth: int) -> Any:
+        if isinstance(value, float):
+            return int(value) if value.is_integer() and not self._allows_fractions(schema, depth) else value
+        if isinstance(value, list):
+            return [self._convert(item, self._part(schema, "array", index, depth), depth + 1)
+                    for index, item in enumerate(value)]
+        if isinstance(value, dict):
+            return {key: self._convert(item, self._part(schema, "object", key, depth), depth + 1)
+                    for key, item in value.items()}
+        return value
+
+    def _allows_fractions(self, schema: Any, depth: int) -> bool:
+        if not isinstance(schema, Mapping) or depth > _SCHEMA_DEPTH:
+            return schema is not False
+        if not _admits(schema, "number"):
+            return False
+        alternatives = _branches(schema, "anyOf") + _branches(schema, "oneOf")
+        if alternatives and not any(self._allows_fractions(b, depth + 1) for b in alternatives):
+            return False
+        return all(self._allows_fractions(b, depth + 1) for b in self._all_of(schema))
+
+    def _part(self, schema: Any, kind: str, key: int | str, depth: int) -> Any:
+        """The schema of item `key` of an array or member `key` of an object (`kind`): taken from `schema` and
+        from those of its branches that admit `kind`, combined as the branches combine."""
+        if not isinstance(schema, Mapping) or depth > _SCHEMA_DEPTH:
+            return True
+        if isinstance(key, int):
+            prefix = schema.get("prefixItems")
+            own = prefix[key] if isinstance(prefix, list) and key < len(prefix) else schema.get("items", True)
+        else:
+            properties = schema.get("properties")
+            if isinstance(properties, Mapping) and key in properties:
+                own = properties[key]
+            else:
+                own = schema.get("additionalProperties", True)
+        part: dict[str, Any] = {"allOf": [own, *(self._part(b, kind, key, depth + 1) for b in self._all_of(schema))]}
+        alternatives = [self._part(b, kind, key, depth + 1)
+                        for b in _branches(schema, "anyOf") + _branches(schema, "oneOf") if _admits(b, kind)]
+        if alternatives:
+            part["anyOf"] = alternatives
+        return part
+
+    def _all_of(self, schema: Mapping[str, Any]) -> list[Any]:
+        """The schemas that apply together with `schema`: its allOf, and what its local $ref points at."""
+        branches = _branches(schema, "allOf")
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/"):
+            target: Any = self._root
+            for token in ref[2:].split("/"):
+                token = token.replace("~1", "/").replace("~0", "~")
+                target = target.get(token, True) if isinstance(target, Mapping) else True
+            branches.append(target)
+        return branches
+
+
+def _branches(schema: Mapping[str, Any], key: str) -> list[Any]:
+    value = schema.get(key)
+    return list(value) if isinstance(value, list) else []
+
+
+def _admits(schema: Any, kind: str) -> bool:
+    """Whether `schema`'s own `type` lets a value be of JSON type `kind` ("number" includes fractions)."""
+    types = schema.get("type") if isinstance(schema, Mapping) else None
+    if isinstance(types, str):
+        types = [types]
+    return not isinstance(types, list) or kind in types

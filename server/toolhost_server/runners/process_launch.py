@@ -25,7 +25,14 @@ from typing import Any, Final
 from ..errors import FieldViolation, InvalidArgumentsError
 from .base import RunnerSettings, RunOutcome, ToolFailure
 from .process_output import CaptureProtocol
-from .process_tree import CALL_MARKER_VARIABLE, ProcessTree, become_child_subreaper, spawned_leaders
+from .process_tree import (
+    CALL_MARKER_VARIABLE,
+    ProcessTree,
+    become_child_subreaper,
+    spawned_leaders,
+    spawning,
+    sweep_strays,
+)
 
 logger = logging.getLogger("toolhost.runners.process")
 
@@ -108,36 +115,40 @@ async def _spawn_and_wait(
 ) -> RunOutcome:
     loop = asyncio.get_running_loop()
     protocol = CaptureProtocol(settings.max_output_bytes)
-    spawning = loop.create_task(loop.subprocess_exec(
-        lambda: protocol, *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=env, cwd=cwd, start_new_session=True))
-    # A spawn is never cut short: asyncio would then kill only the leader and wait for the pipes to close,
-    # which the leader's children (still running) hold open forever. It takes a few loop iterations; then a
-    # cancellation that arrived meanwhile stops the whole tree like any other.
-    interrupted = False
-    while not spawning.done():
+    # Until the leader is in spawned_leaders, stray reaping must not touch a zombie it does not recognise: it
+    # could be this leader, exited already, which asyncio is about to reap.
+    with spawning():
+        starting = loop.create_task(loop.subprocess_exec(
+            lambda: protocol, *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, cwd=cwd, start_new_session=True))
+        # A spawn is never cut short: asyncio would then kill only the leader and wait for the pipes to close,
+        # which the leader's children (still running) hold open forever. It takes a few loop iterations; then a
+        # cancellation that arrived meanwhile stops the whole tree like any other.
+        interrupted = False
+        while not starting.done():
+            try:
+                await asyncio.wait([starting])
+            except asyncio.CancelledError:
+                interrupted = True
         try:
-            await asyncio.wait([spawning])
-        except asyncio.CancelledError:
-            interrupted = True
-    try:
-        transport, _ = spawning.result()
-    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
-        if interrupted:
-            raise asyncio.CancelledError from None
-        if cwd is not None and exc.filename == cwd:
-            raise RuntimeError(f"tool {command.tool!r}: cannot enter its working directory {cwd}: {exc}") from exc
-        return _not_installed(command, exc)
-    except OSError as exc:
-        if interrupted:
-            raise asyncio.CancelledError from None
-        if exc.errno == errno.E2BIG:
-            raise InvalidArgumentsError(command.tool, [FieldViolation(
-                "", "the arguments are too large to pass to a program (about 128 KiB per value at most)")]) from None
-        raise
-    leader = transport.get_pid()
-    if not protocol.exited.done():
-        spawned_leaders.add(leader)
+            transport, _ = starting.result()
+        except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+            if interrupted:
+                raise asyncio.CancelledError from None
+            if cwd is not None and exc.filename == cwd:
+                raise RuntimeError(f"tool {command.tool!r}: cannot enter its working directory {cwd}: {exc}") from exc
+            return _not_installed(command, exc)
+        except OSError as exc:
+            if interrupted:
+                raise asyncio.CancelledError from None
+            if exc.errno == errno.E2BIG:
+                raise InvalidArgumentsError(command.tool, [FieldViolation(
+                    "", "the arguments are too large to pass to a program (about 128 KiB per value at most)")]
+                ) from None
+            raise
+        leader = transport.get_pid()
+        if not protocol.exited.done():
+            spawned_leaders.add(leader)
     tree = ProcessTree(env[CALL_MARKER_VARIABLE], leader, _pipe_inodes(transport))
     try:
         if interrupted:
@@ -179,6 +190,7 @@ async def _release(
         if protocol.exited.done():
             spawned_leaders.discard(transport.get_pid())
         transport.close()
+        sweep_strays()
 
 
 async def _uncancellable(cleanup: Coroutine[Any, Any, None]) -> None:

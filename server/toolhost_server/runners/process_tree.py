@@ -5,7 +5,7 @@ A call's processes are recognised by, in order of trust:
      descendant that does not clear its environment, whatever session or group it moves to);
   2. descent, via the ppid in /proc/<pid>/stat, from a process already recognised;
   3. the leader's session or process group (catches children that cleared their environment but stayed put),
-     unless the process carries another call's marker;
+     unless the process carries another call's marker, and only while the leader's pid is not someone else's;
   4. a (pid, start time) pair recognised in an earlier scan of the same call (exact even after the process
      lost its parent or became a zombie);
   5. for an orphan the server adopted: holding the call's stdout or stderr pipe (only the call's processes can
@@ -17,17 +17,22 @@ before a scan sees it is not recognised (a proper daemon); only a cgroup per cal
 The server makes itself a child subreaper, so the orphans of a tool are reparented to the server rather than to
 init. That keeps the end of a normal call cheap: everything a finished tool left running is now a direct child
 of the server, so reading one /proc file of the server's children tells whether anything is left, and the full
-/proc scan only runs when something is (or when a call is stopped early).
+/proc scan only runs when something is (or when a call is stopped early). That scan reads every process's stat
+and environment (about 50 ms for 1,000 processes), so it runs in a worker thread, and the calls that need one
+while one is under way share the next.
 
-Adopted orphans must be reaped by the server. asyncio's child watcher waits only for the pids it spawned, by
-pid, so reaping is done the same way: waitpid() on a specific zombie that was recognised as the call's, is a
-child of the server, and is not a process leader asyncio spawned (those are in `spawned_leaders`). Never
-waitpid(-1), which would steal asyncio's exit statuses.
+Adopted orphans, recognised or not, must be reaped by the server. asyncio's child watcher waits only for the
+pids it spawned, by pid, so reaping is done the same way: waitpid() on a specific zombie child of the server
+that is not a leader asyncio spawned (those are in `spawned_leaders`); and while a spawn is under way
+(`spawning()`), when the new child's pid is not known yet, only zombies recognised as a call's. Never
+waitpid(-1), which would steal asyncio's exit statuses. `sweep_strays()` does this at each call's end, and
+again every second while the server has children it did not spawn (daemons that may exit later).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import functools
@@ -36,6 +41,8 @@ import os
 import signal
 import sys
 import time
+import weakref
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -51,10 +58,27 @@ _KILL_ROUNDS: Final = 200
 # When the kill cannot yield to the event loop, it blocks it for at most this many short rounds.
 _BLOCKING_KILL_ROUNDS: Final = 50
 _BLOCKING_POLL_SECONDS: Final = 0.001
+_SWEEP_INTERVAL_SECONDS: Final = 1.0
 
 # The leaders the process runners spawned through asyncio and asyncio has not reported exited yet: asyncio
 # reaps them, so they are never waitpid()ed here, and other calls never take them for their own.
 spawned_leaders: set[int] = set()
+_spawns_in_progress = 0
+
+
+@contextlib.contextmanager
+def spawning() -> Iterator[None]:
+    """Hold around an asyncio spawn until its pid is in `spawned_leaders` (or the spawn failed).
+
+    Meanwhile the new child may already be a zombie that asyncio is about to reap, under a pid not known yet,
+    so unrecognised zombies are left to a later sweep.
+    """
+    global _spawns_in_progress
+    _spawns_in_progress += 1
+    try:
+        yield
+    finally:
+        _spawns_in_progress -= 1
 
 
 @functools.cache
@@ -108,13 +132,37 @@ def _read_stat(pid: int) -> _Stat | None:
     return _Stat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
 
 
-def _read_environ(pid: int) -> bytes:
-    """The process's initial environment, NUL-separated, with a leading NUL; empty when unreadable."""
+def _markers_of(pid: int) -> list[bytes]:
+    """The values of every marker variable in the process's initial environment (none when unreadable)."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as handle:
-            return b"\0" + handle.read()
+            environ = b"\0" + handle.read()
     except OSError:
-        return b""
+        return []
+    found = []
+    start = environ.find(_MARKER_PREFIX)
+    while start >= 0:
+        value = start + len(_MARKER_PREFIX)
+        end = environ.find(b"\0", value)
+        end = len(environ) if end < 0 else end
+        found.append(environ[value:end])
+        start = environ.find(_MARKER_PREFIX, end)
+    return found
+
+
+def _pipes_of(pid: int) -> frozenset[str]:
+    """The pipes the process holds open, as their /proc/<pid>/fd links read ("pipe:[<inode>]")."""
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return frozenset()
+    links = set()
+    for descriptor in descriptors:
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/{pid}/fd/{descriptor}")
+            if link.startswith("pipe:"):
+                links.add(link)
+    return frozenset(links)
 
 
 def _children_of_server() -> set[int] | None:
@@ -131,6 +179,111 @@ def _children_of_server() -> set[int] | None:
 
 
 @dataclass(slots=True)
+class _ProcessTable:
+    """One reading of /proc (the server itself left out), indexed for the rules of the module docstring."""
+
+    stats: dict[int, _Stat] = field(default_factory=dict)
+    children: dict[int, list[int]] = field(default_factory=dict)
+    # Session and process group ids, each with the processes in it.
+    groups: dict[int, list[int]] = field(default_factory=dict)
+    by_marker: dict[bytes, list[int]] = field(default_factory=dict)
+    marked: set[int] = field(default_factory=set)
+    # The pipes held by the server's live children that carry no marker (rule 5).
+    pipes: dict[int, frozenset[str]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, server: int, pids: Iterable[int] | None = None) -> _ProcessTable:
+        """Every process, or only `pids`. Blocking: about 50 µs a process."""
+        if pids is None:
+            pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+        table = cls()
+        for pid in pids:
+            stat = _read_stat(pid) if pid != server else None
+            if stat is None:
+                continue
+            table.stats[pid] = stat
+            table.children.setdefault(stat.ppid, []).append(pid)
+            table.groups.setdefault(stat.session, []).append(pid)
+            if stat.pgrp != stat.session:
+                table.groups.setdefault(stat.pgrp, []).append(pid)
+            if stat.finished:
+                continue
+            markers = _markers_of(pid)
+            if markers:
+                table.marked.add(pid)
+                for value in markers:
+                    table.by_marker.setdefault(value, []).append(pid)
+            elif stat.ppid == server:
+                table.pipes[pid] = _pipes_of(pid)
+        return table
+
+
+class _SharedReads:
+    """Full /proc reads for the calls of one event loop, in a worker thread, one at a time. A call that asks
+    while a read runs gets the next one, shared with every other call that asks meanwhile: a read always
+    starts after the request, and 20 calls stopping together cost a few reads, not 20."""
+
+    def __init__(self) -> None:
+        self._running = False
+        self._next: asyncio.Future[_ProcessTable] | None = None
+
+    def request(self) -> asyncio.Future[_ProcessTable]:
+        if self._next is None:
+            loop = asyncio.get_running_loop()
+            self._next = loop.create_future()
+            if not self._running:
+                loop.call_soon(self._start)  # the requests of this loop iteration share it
+        return self._next
+
+    def _start(self) -> None:
+        future, self._next = self._next, None
+        if future is None:
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            work = _scan_executor().submit(_ProcessTable.read, os.getpid())
+        except RuntimeError:  # the interpreter is exiting and takes no more threads: read in this one
+            future.set_result(_ProcessTable.read(os.getpid()))
+            return
+        self._running = True
+
+        def report(_: concurrent.futures.Future[_ProcessTable]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile; no one waits any more
+                loop.call_soon_threadsafe(self._finish, future, work)
+
+        work.add_done_callback(report)
+
+    def _finish(self, future: asyncio.Future[_ProcessTable], work: concurrent.futures.Future[_ProcessTable]) -> None:
+        self._running = False
+        if not future.done():
+            error = work.exception()
+            if error is None:
+                future.set_result(work.result())
+            else:
+                future.set_exception(error)
+        if self._next is not None:
+            self._start()
+
+
+_shared_reads: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SharedReads] = weakref.WeakKeyDictionary()
+
+
+@functools.cache
+def _scan_executor() -> concurrent.futures.ThreadPoolExecutor:
+    # Its own thread: the default executor may be busy with the python runner's blocking tools.
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolhost-proc-scan")
+
+
+async def _read_all() -> _ProcessTable:
+    loop = asyncio.get_running_loop()
+    reads = _shared_reads.get(loop)
+    if reads is None:
+        reads = _shared_reads[loop] = _SharedReads()
+    # Shielded: one caller cancelled must not cancel the read the others wait for.
+    return await asyncio.shield(reads.request())
+
+
+@dataclass(slots=True)
 class _Scan:
     alive: list[_Stat] = field(default_factory=list)
     zombies: list[_Stat] = field(default_factory=list)
@@ -139,8 +292,9 @@ class _Scan:
 class ProcessTree:
     """The processes of one call: recognises them (see the module docstring), stops them, reaps its orphans.
 
-    `leader` is the pid asyncio spawned (None: find the call's processes by the marker alone). `pipes` are the
-    inodes of the call's stdout and stderr pipes (rule 5). Use::
+    `leader` is the pid asyncio spawned (None: find the call's processes by the marker alone); it is in
+    `spawned_leaders` when the tree is made, unless asyncio already reaped it. `pipes` are the inodes of the
+    call's stdout and stderr pipes (rule 5). Use::
 
         tree = ProcessTree(marker, leader=pid)
         ...                                  # the leader exited on its own
@@ -151,9 +305,12 @@ class ProcessTree:
     def __init__(self, marker: str, leader: int | None = None, pipes: frozenset[int] = frozenset()) -> None:
         self.leader = leader
         self._pipe_links = frozenset(f"pipe:[{inode}]" for inode in pipes)
-        self._own_marker = _MARKER_PREFIX + marker.encode() + b"\0"
+        self._marker = marker.encode()
         self._server = os.getpid()
         self._known: dict[int, int] = {}
+        # Recorded while the pid surely is the leader's, to see later whether it was reused (rule 3).
+        stat = _read_stat(leader) if leader is not None and leader in spawned_leaders else None
+        self._leader_start = stat.start_time if stat is not None else None
 
     def may_have_leftovers(self) -> bool:
         """After the leader exited: whether anything of the call may still run or wait to be reaped.
@@ -166,13 +323,11 @@ class ProcessTree:
         children = _children_of_server()
         if children is None:
             return True
-        for pid in children:
-            if pid == self.leader or pid in spawned_leaders:
-                continue
-            stat = _read_stat(pid)
-            if stat is not None and self._recognises(stat, b"" if stat.finished else _read_environ(pid)):
-                return True
-        return False
+        candidates = {pid for pid in children if pid != self.leader and pid not in spawned_leaders}
+        if not candidates:
+            return False
+        pids = candidates if self.leader is None else candidates | {self.leader}
+        return not candidates.isdisjoint(self._recognised(_ProcessTable.read(self._server, pids)))
 
     async def stop(self, grace_seconds: float) -> None:
         """SIGTERM every process of the call, wait up to `grace_seconds` for them to exit, then SIGKILL whatever
@@ -182,58 +337,64 @@ class ProcessTree:
         for the deaths without yielding, so that even then nothing is left running.
         """
         try:
-            scan = await self._terminate(grace_seconds)
+            scan, table = await self._terminate(grace_seconds)
             for _ in range(_KILL_ROUNDS):
                 if not scan.alive:
                     break
                 self._kill(scan)
                 await asyncio.sleep(_FIRST_POLL_SECONDS)
-                scan = self._scan()
+                scan, table = self._select(await _read_all())
         except asyncio.CancelledError:
             self._kill_without_yielding()
             raise
-        self._finish(scan)
+        self._finish(scan, table)
 
-    async def _terminate(self, grace_seconds: float) -> _Scan:
+    async def _terminate(self, grace_seconds: float) -> tuple[_Scan, _ProcessTable]:
         """SIGTERM (and SIGCONT) each process once, new ones as they appear; what is alive after the grace."""
         self._signal_group(signal.SIGTERM)
-        scan = self._scan()
+        scan, table = self._select(await _read_all())
         terminated: set[int] = set()
         deadline = time.monotonic() + grace_seconds
         delay = _FIRST_POLL_SECONDS
         while scan.alive:
             fresh = [s for s in scan.alive if s.pid not in terminated]
-            self._signal(fresh, signal.SIGTERM)
+            _signal(fresh, signal.SIGTERM)
             # A stopped process cannot act on SIGTERM until it is continued.
-            self._signal(fresh, signal.SIGCONT)
+            _signal(fresh, signal.SIGCONT)
             terminated.update(s.pid for s in fresh)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             await asyncio.sleep(min(delay, remaining))
             delay = min(delay * 2, _LONGEST_POLL_SECONDS)
-            scan = self._scan()
-        return scan
+            scan, table = self._select(await _read_all())
+        return scan, table
 
     def _kill(self, scan: _Scan) -> None:
         self._signal_group(signal.SIGKILL)
-        self._signal(scan.alive, signal.SIGKILL)
+        _signal(scan.alive, signal.SIGKILL)
 
     def _kill_without_yielding(self) -> None:
-        scan = self._scan()
+        scan, table = self._select(_ProcessTable.read(self._server))
         for _ in range(_BLOCKING_KILL_ROUNDS):
             if not scan.alive:
                 break
             self._kill(scan)
             time.sleep(_BLOCKING_POLL_SECONDS)
-            scan = self._scan()
-        self._finish(scan)
+            scan, table = self._select(_ProcessTable.read(self._server))
+        self._finish(scan, table)
 
-    def _finish(self, scan: _Scan) -> None:
+    def _finish(self, scan: _Scan, table: _ProcessTable) -> None:
         if scan.alive:
             logger.error("processes %s of a call survive SIGKILL (stuck in the kernel?); giving up on them",
                          [s.pid for s in scan.alive])
-        self._reap(scan.zombies)
+        for stat in scan.zombies:
+            # Recognised as the call's, so not a child being spawned: reaped even while a spawn is under way.
+            if stat.ppid == self._server and stat.pid != self.leader and stat.pid not in spawned_leaders:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(stat.pid, os.WNOHANG)
+        # The table shows the server's other zombie children too, even where the kernel has no children list.
+        reap_strays(s.pid for s in table.stats.values() if s.ppid == self._server and s.finished)
 
     def _signal_group(self, signum: signal.Signals) -> None:
         # The leader's process group id stays the call's only while asyncio has not reaped the leader; after
@@ -242,67 +403,99 @@ class ProcessTree:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.leader, signum)
 
-    @staticmethod
-    def _signal(stats: list[_Stat], signum: signal.Signals) -> None:
-        for stat in stats:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(stat.pid, signum)
+    def _recognised(self, table: _ProcessTable) -> set[int]:
+        """Rules 1, 3, 4 and 5 of the module docstring: the processes of `table` known without descent."""
+        found = set(table.by_marker.get(self._marker, ()))
+        found.update(pid for pid, start in self._known.items()
+                     if (stat := table.stats.get(pid)) is not None and stat.start_time == start)
+        if self.leader is not None:
+            holder = table.stats.get(self.leader)
+            # A session or group id cannot be reused while a process is in it, but once the leader was reaped
+            # the number may be a stranger's new session: then that stranger holds the pid.
+            if holder is None or holder.start_time == self._leader_start:
+                found.update(pid for pid in table.groups.get(self.leader, ()) if pid not in table.marked)
+        if self._pipe_links:
+            found.update(pid for pid, links in table.pipes.items() if not links.isdisjoint(self._pipe_links))
+        return found
 
-    def _reap(self, zombies: list[_Stat]) -> None:
-        for stat in zombies:
-            if stat.ppid != self._server or stat.pid == self.leader or stat.pid in spawned_leaders:
-                continue
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(stat.pid, os.WNOHANG)
-
-    def _recognises(self, stat: _Stat, environ: bytes) -> bool:
-        """Rules 1, 3 and 4 of the module docstring (rule 2 needs the whole process table)."""
-        if self._known.get(stat.pid) == stat.start_time:
-            return True
-        if self._own_marker in environ + b"\0":
-            return True
-        if _MARKER_PREFIX in environ:
-            return False
-        if self.leader is not None and self.leader in (stat.session, stat.pgrp):
-            return True
-        return stat.ppid == self._server and not stat.finished and self._holds_our_pipes(stat.pid)
-
-    def _holds_our_pipes(self, pid: int) -> bool:
-        """Rule 5: an orphan the server adopted that holds the call's stdout or stderr pipe."""
-        if not self._pipe_links:
-            return False
-        try:
-            descriptors = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            return False
-        for descriptor in descriptors:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{descriptor}") in self._pipe_links:
-                    return True
-            except OSError:
-                continue
-        return False
-
-    def _scan(self) -> _Scan:
-        stats: dict[int, _Stat] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit() and int(entry) != self._server:
-                stat = _read_stat(int(entry))
-                if stat is not None:
-                    stats[stat.pid] = stat
-        ours = [s.pid for s in stats.values() if self._recognises(s, b"" if s.finished else _read_environ(s.pid))]
-        children: dict[int, list[int]] = {}
-        for stat in stats.values():
-            children.setdefault(stat.ppid, []).append(stat.pid)
+    def _select(self, table: _ProcessTable) -> tuple[_Scan, _ProcessTable]:
+        """The call's processes in `table` (every rule), remembered for rule 4."""
+        pending = list(self._recognised(table))
         members: set[int] = set()
-        while ours:
-            pid = ours.pop()
+        while pending:
+            pid = pending.pop()
             if pid not in members:
                 members.add(pid)
-                ours.extend(children.get(pid, ()))
+                pending.extend(table.children.get(pid, ()))
         scan = _Scan()
         for pid in members:
-            stat = stats[pid]
+            stat = table.stats[pid]
             self._known[pid] = stat.start_time
             (scan.zombies if stat.finished else scan.alive).append(stat)
-        return scan
+        return scan, table
+
+
+def _signal(stats: list[_Stat], signum: signal.Signals) -> None:
+    """Send `signum` to each process, unless its pid now belongs to another process (the table may be a
+    few milliseconds old): through a pidfd where the kernel has them, so the check and the send cannot race."""
+    for stat in stats:
+        try:
+            pidfd = os.pidfd_open(stat.pid)
+        except ProcessLookupError:
+            continue
+        except (OSError, AttributeError):
+            pidfd = -1
+        try:
+            current = _read_stat(stat.pid)
+            if current is None or current.start_time != stat.start_time:
+                continue
+            if pidfd >= 0:
+                signal.pidfd_send_signal(pidfd, signum)
+            else:
+                os.kill(stat.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            continue
+        finally:
+            if pidfd >= 0:
+                os.close(pidfd)
+
+
+def reap_strays(candidates: Iterable[int] | None = None) -> bool:
+    """Reap the zombie children of the server that asyncio does not wait for (by default: all of them, from
+    the kernel's children list), each by its pid. True when some other child still runs or a zombie had to
+    be left (a spawn was under way): then another sweep is due later."""
+    if candidates is None:
+        if not become_child_subreaper():
+            return False  # not a subreaper: the server has no children but those asyncio spawned
+        candidates = _children_of_server() or ()
+    again = False
+    for pid in candidates:
+        if pid in spawned_leaders:
+            continue
+        stat = _read_stat(pid)
+        if stat is None or stat.ppid != os.getpid():
+            continue
+        if not stat.finished or _spawns_in_progress:
+            again = True
+            continue
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+    return again
+
+
+_sweeping: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def sweep_strays() -> None:
+    """Reap stray zombies now (see `reap_strays`), and every second while the server has such children."""
+    loop = asyncio.get_running_loop()
+    if reap_strays() and loop not in _sweeping:
+        _sweeping.add(loop)
+        loop.call_later(_SWEEP_INTERVAL_SECONDS, _sweep_again, loop)
+
+
+def _sweep_again(loop: asyncio.AbstractEventLoop) -> None:
+    if reap_strays():
+        loop.call_later(_SWEEP_INTERVAL_SECONDS, _sweep_again, loop)
+    else:
+        _sweeping.discard(loop)

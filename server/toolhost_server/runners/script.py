@@ -18,7 +18,8 @@ The file is written per call rather than once at load: a Runner has no close hoo
 would pile up across reloads, and temp cleaners delete old files under a long-running server.
 
 Arguments: each declared parameter present in the call is in TOOL_ARG_<NAME> (the name upper-cased, any
-character other than a letter or digit as "_"): strings as they are, other values as JSON (null as "null").
+character other than a letter or digit as "_"): strings as they are, other values as JSON (null as "null"),
+a whole number written as an integer where the schema admits no fraction ("3", not "3.0").
 An absent parameter leaves its variable unset. Nothing is ever spliced into the script's text. A NUL byte is
 refused (InvalidArgumentsError); a leading "-" is harmless in a variable and is accepted.
 """
@@ -35,7 +36,14 @@ from ..errors import FieldViolation, InvalidArgumentsError
 from ..model import ToolSpec
 from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome
 from .process import refusal
-from .process_config import check_keys, declared_parameters, install_hint, static_env, working_directory
+from .process_config import (
+    WholeNumbers,
+    check_keys,
+    declared_parameters,
+    install_hint,
+    static_env,
+    working_directory,
+)
 from .process_launch import ChildCommand, run_command
 
 ARGUMENT_PREFIX: Final = "TOOL_ARG_"
@@ -73,8 +81,10 @@ class ScriptRunner(Runner):
     kind = "script"
 
     def __init__(self, interpreter: tuple[str, ...], script: bytes, variables: Mapping[str, str],
-                 env: Mapping[str, str], cwd: str | None, hint: str, settings: RunnerSettings) -> None:
+                 env: Mapping[str, str], cwd: str | None, hint: str, settings: RunnerSettings,
+                 numbers: WholeNumbers) -> None:
         self._interpreter = interpreter
+        self._numbers = numbers
         self._script = script
         self._variables = variables
         self._env = env
@@ -103,7 +113,7 @@ class ScriptRunner(Runner):
             variables[name] = variable
         env = static_env(config, reserved_prefix=ARGUMENT_PREFIX)
         return cls(interpreter, script.encode("utf-8"), variables, env, working_directory(config),
-                   install_hint(config), settings)
+                   install_hint(config), settings, WholeNumbers(tool))
 
     async def run(self, invocation: Invocation) -> RunOutcome:
         env = dict(self._env)
@@ -111,7 +121,7 @@ class ScriptRunner(Runner):
         for name, variable in self._variables.items():
             if name not in invocation.arguments:
                 continue
-            value = invocation.arguments[name]
+            value = self._numbers.apply(name, invocation.arguments[name])
             text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
             reason = refusal(text, allow_leading_dash=True)
             if reason:
