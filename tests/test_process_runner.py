@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -23,7 +25,7 @@ from grpc_status import rpc_status
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.errors import InvalidArgumentsError
 from toolhost_server.model import Parameter, ToolSource, ToolSpec
-from toolhost_server.runners import Invocation, Runner, RunnerSettings, build_runner
+from toolhost_server.runners import Invocation, Runner, RunnerSettings, build_runner, process_tree
 from toolhost_server.runners.process_launch import SAFE_PATH
 from toolhost_server.runners.process_output import CappedStream
 from toolhost_server.runners.process_tree import ProcessTree, spawned_leaders
@@ -529,27 +531,28 @@ async def test_reaping_strays_never_takes_the_exit_status_of_a_call():
     await eventually(lambda: server_zombies() == [], 15)
 
 
-_PROC_LISTINGS: list[int] | None = None
+_proc_listings: list[int] | None = None
+_audit_hook_added = False
 
 
-def _note_proc_listings(event: str, args: tuple[Any, ...]) -> None:
-    if _PROC_LISTINGS is not None and event in ("os.listdir", "os.scandir") and args and args[0] in ("/proc",
+def _note_proc_listing(event: str, args: tuple[Any, ...]) -> None:
+    if _proc_listings is not None and event in ("os.listdir", "os.scandir") and args and args[0] in ("/proc",
                                                                                                        b"/proc"):
-        _PROC_LISTINGS.append(threading.get_ident())
+        _proc_listings.append(threading.get_ident())
 
 
 @contextmanager
 def proc_listings() -> Iterator[list[int]]:
-    """The threads that list /proc (a full process scan) meanwhile, one entry per listing."""
-    global _PROC_LISTINGS
-    if not getattr(proc_listings, "hooked", False):
-        sys.addaudithook(_note_proc_listings)  # an audit hook cannot be removed; it is idle outside this block
-        proc_listings.hooked = True  # type: ignore[attr-defined]
-    _PROC_LISTINGS = found = []
+    """The threads that list /proc (as a full process scan does) meanwhile, one entry per listing."""
+    global _proc_listings, _audit_hook_added
+    if not _audit_hook_added:
+        sys.addaudithook(_note_proc_listing)  # an audit hook cannot be removed; it is idle outside this block
+        _audit_hook_added = True
+    _proc_listings = found = []
     try:
         yield found
     finally:
-        _PROC_LISTINGS = None
+        _proc_listings = None
 
 
 async def test_many_calls_stopping_at_once_scan_proc_off_the_event_loop():
@@ -564,8 +567,10 @@ async def test_many_calls_stopping_at_once_scan_proc_off_the_event_loop():
         results = await asyncio.gather(*tasks, return_exceptions=True)
     assert all(isinstance(r, asyncio.CancelledError) for r in results)
     assert leftover_processes(tag) == []
-    # The kills rescanned /proc several times during the grace, each time in a worker thread.
+    # The kills rescanned /proc several times during the grace, each time in a worker thread, and calls that
+    # asked for a scan while one ran shared the next (without that, each call scans at least 3 times).
     assert listings and threading.get_ident() not in listings
+    assert len(listings) < 2 * len(tasks)
 
 
 async def test_whole_floats_are_written_as_integers_where_the_schema_says_integer():
@@ -590,3 +595,33 @@ async def test_whole_floats_are_written_as_integers_where_the_schema_says_intege
     # A fraction stays one (the schema check would refuse it for an integer anyway).
     outcome = await runner.run(Invocation(tool, {"n": 2.5, "x": 1e16}, "call", 10))
     assert json.loads(outcome.output) == ["2.5", "1e+16"]
+
+
+async def test_a_reused_leader_pid_does_not_make_a_strangers_session_the_calls():
+    # As if the call's leader had been reaped and its pid taken by an unrelated session leader: nothing of
+    # that session belongs to the call.
+    stranger = await asyncio.create_subprocess_exec("sleep", "1000", start_new_session=True)
+    try:
+        await ProcessTree(marker(), leader=stranger.pid).stop(grace_seconds=0.1)
+        assert running(stranger.pid)
+    finally:
+        stranger.kill()
+        await stranger.wait()
+
+
+async def test_a_process_seen_in_an_older_scan_is_not_signalled_once_its_pid_is_someone_elses():
+    stranger = await asyncio.create_subprocess_exec("sleep", "1000")
+    try:
+        seen = process_tree._read_stat(stranger.pid)
+        assert seen is not None
+        # The same pid with another start time: what a scan saw of a process that has since exited, its pid
+        # reused by the stranger.
+        process_tree._signal([dataclasses.replace(seen, start_time=seen.start_time - 1)], signal.SIGKILL)
+        await asyncio.sleep(0.05)
+        assert running(stranger.pid)
+        process_tree._signal([seen], signal.SIGKILL)
+        assert await asyncio.wait_for(stranger.wait(), 10) == -signal.SIGKILL
+    finally:
+        if stranger.returncode is None:
+            stranger.kill()
+            await stranger.wait()

@@ -175,7 +175,8 @@ async def test_new_calls_are_refused_after_the_delay(served, tmp_path):
                     await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'),
                                         timeout=2)
                     await asyncio.sleep(0.02)
-        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
+        # UNAVAILABLE once the server refuses; CANCELLED for a probe caught in the moment the listener closes.
+        assert caught.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
         assert (await in_flight).success
     assert await server.wait() == 0
 

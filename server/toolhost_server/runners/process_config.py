@@ -14,8 +14,9 @@ from .base import RunnerConfigError
 from .process_tree import CALL_MARKER_VARIABLE
 
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# How deep whole_numbers follows a schema ($ref cycles end here).
+# How deep WholeNumbers follows a schema and a value ($ref cycles end here).
 _SCHEMA_DEPTH: Final = 32
+_CONTAINS_FLOATS: Final = (float, list, dict)
 
 
 def check_keys(config: Mapping[str, Any], known: frozenset[str], kind: str) -> None:
@@ -107,10 +108,10 @@ class WholeNumbers:
     def _convert(self, value: Any, schema: Any, depth: int) -> Any:
         if isinstance(value, float):
             return int(value) if value.is_integer() and not self._allows_fractions(schema, depth) else value
-        if isinstance(value, list):
+        if isinstance(value, list) and any(isinstance(item, _CONTAINS_FLOATS) for item in value):
             return [self._convert(item, self._part(schema, "array", index, depth), depth + 1)
                     for index, item in enumerate(value)]
-        if isinstance(value, dict):
+        if isinstance(value, dict) and any(isinstance(item, _CONTAINS_FLOATS) for item in value.values()):
             return {key: self._convert(item, self._part(schema, "object", key, depth), depth + 1)
                     for key, item in value.items()}
         return value

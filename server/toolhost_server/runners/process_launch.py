@@ -3,7 +3,7 @@
 Shared by the process and script runners. The child runs in its own session (start_new_session) with stdin
 from /dev/null, in the configured directory or a private temporary one that is removed afterwards. Whatever
 ends the call (exit, timeout, the caller going away) every process it started is stopped before `run_command`
-returns or lets the cancellation through.
+returns or lets the cancellation through; then the zombies that earlier calls' daemons left are reaped.
 """
 
 from __future__ import annotations

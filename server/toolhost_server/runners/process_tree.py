@@ -23,10 +23,12 @@ while one is under way share the next.
 
 Adopted orphans, recognised or not, must be reaped by the server. asyncio's child watcher waits only for the
 pids it spawned, by pid, so reaping is done the same way: waitpid() on a specific zombie child of the server
-that is not a leader asyncio spawned (those are in `spawned_leaders`); and while a spawn is under way
-(`spawning()`), when the new child's pid is not known yet, only zombies recognised as a call's. Never
-waitpid(-1), which would steal asyncio's exit statuses. `sweep_strays()` does this at each call's end, and
-again every second while the server has children it did not spawn (daemons that may exit later).
+that is not a leader asyncio spawned (those are in `spawned_leaders`). A zombie not recognised as a call's is
+left alone while a spawn is under way (`spawning()`: the new child's pid is not known yet) and until it has
+been a zombie for a moment (so it is not a child that asyncio is about to reap). Never waitpid(-1), which
+would steal asyncio's exit statuses. `sweep_strays()` does this at each call's end, and again while the
+server has children it did not spawn (daemons that may exit later); where the kernel keeps no list of a
+process's children, only the scans of stopping calls find such zombies.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ _KILL_ROUNDS: Final = 200
 _BLOCKING_KILL_ROUNDS: Final = 50
 _BLOCKING_POLL_SECONDS: Final = 0.001
 _SWEEP_INTERVAL_SECONDS: Final = 1.0
+_STRAY_AGE_SECONDS: Final = 0.2
 
 # The leaders the process runners spawned through asyncio and asyncio has not reported exited yet: asyncio
 # reaps them, so they are never waitpid()ed here, and other calls never take them for their own.
@@ -249,11 +252,11 @@ class _SharedReads:
 
         def report(_: concurrent.futures.Future[_ProcessTable]) -> None:
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile; no one waits any more
-                loop.call_soon_threadsafe(self._finish, future, work)
+                loop.call_soon_threadsafe(self._deliver, future, work)
 
         work.add_done_callback(report)
 
-    def _finish(self, future: asyncio.Future[_ProcessTable], work: concurrent.futures.Future[_ProcessTable]) -> None:
+    def _deliver(self, future: asyncio.Future[_ProcessTable], work: concurrent.futures.Future[_ProcessTable]) -> None:
         self._running = False
         if not future.done():
             error = work.exception()
@@ -393,8 +396,8 @@ class ProcessTree:
             if stat.ppid == self._server and stat.pid != self.leader and stat.pid not in spawned_leaders:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(stat.pid, os.WNOHANG)
-        # The table shows the server's other zombie children too, even where the kernel has no children list.
-        reap_strays(s.pid for s in table.stats.values() if s.ppid == self._server and s.finished)
+        if _children_of_server() is None:  # no list for sweep_strays: reap the other zombies the scan saw
+            reap_strays(s.pid for s in table.stats.values() if s.ppid == self._server and s.finished)
 
     def _signal_group(self, signum: signal.Signals) -> None:
         # The leader's process group id stays the call's only while asyncio has not reaped the leader; after
@@ -460,42 +463,63 @@ def _signal(stats: list[_Stat], signum: signal.Signals) -> None:
                 os.close(pidfd)
 
 
-def reap_strays(candidates: Iterable[int] | None = None) -> bool:
-    """Reap the zombie children of the server that asyncio does not wait for (by default: all of them, from
-    the kernel's children list), each by its pid. True when some other child still runs or a zombie had to
-    be left (a spawn was under way): then another sweep is due later."""
+def reap_strays(candidates: Iterable[int] | None = None) -> float | None:
+    """Reap the zombie children of the server that no one else waits for, each by its pid; `candidates` are
+    the pids to look at (default: the server's children, from the kernel's list). Returns when the next
+    sweep is due, in seconds: soon when a zombie had to be left for now, later when a child the server did
+    not spawn still runs, never (None) when neither.
+
+    A zombie this function does not know to be a call's is left alone while a spawn is under way (it may be
+    the new leader, exited already) and until a sweep at least `_STRAY_AGE_SECONDS` earlier saw it: by then
+    any child that something else in the server spawned through asyncio has been reaped by asyncio.
+    """
     if candidates is None:
         if not become_child_subreaper():
-            return False  # not a subreaper: the server has no children but those asyncio spawned
+            return None  # then the server has no children but those it spawned itself
         candidates = _children_of_server() or ()
-    again = False
+    server = os.getpid()
+    now = time.monotonic()
+    left: dict[tuple[int, int], float] = {}
+    others_run = False
     for pid in candidates:
-        if pid in spawned_leaders:
+        stat = _read_stat(pid) if pid not in spawned_leaders else None
+        if stat is None or stat.ppid != server:
             continue
-        stat = _read_stat(pid)
-        if stat is None or stat.ppid != os.getpid():
+        if not stat.finished:
+            others_run = True
             continue
-        if not stat.finished or _spawns_in_progress:
-            again = True
+        key = (pid, stat.start_time)
+        first_seen = _strays_seen.get(key, now)
+        if _spawns_in_progress or now - first_seen < _STRAY_AGE_SECONDS:
+            left[key] = first_seen
             continue
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-    return again
+    _strays_seen.clear()
+    _strays_seen.update(left)
+    if left:
+        return _STRAY_AGE_SECONDS
+    return _SWEEP_INTERVAL_SECONDS if others_run else None
 
 
+# The unrecognised zombie children of the server the last sweep left, by (pid, start time): when it first saw each.
+_strays_seen: dict[tuple[int, int], float] = {}
 _sweeping: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 
 def sweep_strays() -> None:
-    """Reap stray zombies now (see `reap_strays`), and every second while the server has such children."""
+    """Reap stray zombies now (see `reap_strays`), and again as long as the server has children it did not
+    spawn: they may exit at any time."""
     loop = asyncio.get_running_loop()
-    if reap_strays() and loop not in _sweeping:
+    delay = reap_strays()
+    if delay is not None and loop not in _sweeping:
         _sweeping.add(loop)
-        loop.call_later(_SWEEP_INTERVAL_SECONDS, _sweep_again, loop)
+        loop.call_later(delay, _sweep_again, loop)
 
 
 def _sweep_again(loop: asyncio.AbstractEventLoop) -> None:
-    if reap_strays():
-        loop.call_later(_SWEEP_INTERVAL_SECONDS, _sweep_again, loop)
-    else:
+    delay = reap_strays()
+    if delay is None:
         _sweeping.discard(loop)
+    else:
+        loop.call_later(delay, _sweep_again, loop)
