@@ -25,10 +25,11 @@ from grpc_status import rpc_status
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.errors import InvalidArgumentsError
 from toolhost_server.model import Parameter, ToolSource, ToolSpec
-from toolhost_server.runners import Invocation, Runner, RunnerSettings, build_runner, process_tree
+from toolhost_server.runners import Invocation, Runner, RunnerSettings, build_runner, process_table, process_tree
 from toolhost_server.runners.process_launch import SAFE_PATH
 from toolhost_server.runners.process_output import CappedStream
-from toolhost_server.runners.process_tree import ProcessTree, spawned_leaders
+from toolhost_server.runners.process_reaper import spawned_leaders
+from toolhost_server.runners.process_tree import ProcessTree
 from toolhost_server.schema import derive_input_schema
 
 PY = sys.executable
@@ -612,7 +613,7 @@ async def test_a_reused_leader_pid_does_not_make_a_strangers_session_the_calls()
 async def test_a_process_seen_in_an_older_scan_is_not_signalled_once_its_pid_is_someone_elses():
     stranger = await asyncio.create_subprocess_exec("sleep", "1000")
     try:
-        seen = process_tree._read_stat(stranger.pid)
+        seen = process_table.read_stat(stranger.pid)
         assert seen is not None
         # The same pid with another start time: what a scan saw of a process that has since exited, its pid
         # reused by the stranger.

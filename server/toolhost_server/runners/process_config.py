@@ -11,7 +11,7 @@ from typing import Any, Final
 
 from ..model import Parameter, ToolSpec
 from .base import RunnerConfigError
-from .process_tree import CALL_MARKER_VARIABLE
+from .process_table import CALL_MARKER_VARIABLE
 
 ENV_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # How deep WholeNumbers follows a schema and a value ($ref cycles end here).

@@ -25,14 +25,9 @@ from typing import Any, Final
 from ..errors import FieldViolation, InvalidArgumentsError
 from .base import RunnerSettings, RunOutcome, ToolFailure
 from .process_output import CaptureProtocol
-from .process_tree import (
-    CALL_MARKER_VARIABLE,
-    ProcessTree,
-    become_child_subreaper,
-    spawned_leaders,
-    spawning,
-    sweep_strays,
-)
+from .process_reaper import become_child_subreaper, spawned_leaders, spawning, sweep_strays
+from .process_table import CALL_MARKER_VARIABLE
+from .process_tree import ProcessTree
 
 logger = logging.getLogger("toolhost.runners.process")
 
