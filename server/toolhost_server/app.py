@@ -39,7 +39,9 @@ class Toolhost:
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
         self.reloader = Reloader(self.loader, self.registry)
         self.pipeline = CallPipeline(
-            self.registry, PipelineSettings(max_call_seconds=config.max_call_seconds, max_hops=config.max_hops))
+            self.registry, PipelineSettings(
+                max_call_seconds=config.max_call_seconds, max_hops=config.max_hops,
+                max_in_flight_calls=config.max_in_flight_calls))
         self._watcher: CatalogWatcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
 

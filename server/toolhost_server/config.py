@@ -34,6 +34,7 @@ class Config:
     watch_catalog: bool = True
     watch_debounce_ms: int = 300
     max_call_seconds: float = 300.0
+    max_in_flight_calls: int = 256
     sync_tool_threads: int = 32
     kill_grace_seconds: float = 2.0
     max_output_bytes: int = 1024 * 1024
@@ -125,6 +126,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("watch_catalog", "reload when catalog files change", _bool),
     Setting("watch_debounce_ms", "wait this long for file changes to settle before reloading", _positive(int)),
     Setting("max_call_seconds", "upper bound of any call, whatever the tool's timeout", _positive(float)),
+    Setting("max_in_flight_calls", "calls that may run at once; one more is refused with RESOURCE_EXHAUSTED",
+            _positive(int)),
     Setting("sync_tool_threads", "threads for blocking Python tools; a call finding none free is RESOURCE_EXHAUSTED",
             _positive(int)),
     Setting("kill_grace_seconds", "time between SIGTERM and SIGKILL for a process tool that must stop",

@@ -102,6 +102,8 @@ class ToolSpec:
     output_schema: Mapping[str, Any] | None = None
     timeout_seconds: float | None = None
     requires_admin: bool = False
+    # How many calls of this tool may run at once; None: only the server-wide limit applies.
+    max_concurrency: int | None = None
     tags: tuple[str, ...] = ()
     examples: tuple[Example, ...] = ()
     annotations: Annotations = Annotations()
@@ -128,6 +130,7 @@ class ToolSpec:
                 self.runner,
                 self.timeout_seconds,
                 self.requires_admin,
+                self.max_concurrency,
                 self.tags,
                 [[e.description, e.arguments] for e in self.examples],
                 [

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import CallerDeadlineExceeded, HopLimitExceededError, InvalidRequestError, ShuttingDownError
+from .errors import (
+    CallerDeadlineExceeded,
+    HopLimitExceededError,
+    InvalidRequestError,
+    OverCapacityError,
+    ShuttingDownError,
+)
+from .model import ToolSpec
 from .registry import Registry
 from .runners import Invocation, RunOutcome, ToolFailure
 
@@ -63,6 +70,7 @@ class PipelineSettings:
 
     max_call_seconds: float = 300.0
     max_hops: int = 8
+    max_in_flight_calls: int = 256
 
 
 class CallPipeline:
@@ -71,6 +79,7 @@ class CallPipeline:
         self._settings = settings
         self._accepting = True
         self._in_flight = 0
+        self._in_flight_by_tool: dict[str, int] = {}
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -95,6 +104,27 @@ class CallPipeline:
             return False
         return True
 
+    def _admit(self, spec: ToolSpec) -> None:
+        """Count the call in, or refuse it at once when a limit is reached (no queue: the caller retries)."""
+        if self._in_flight >= self._settings.max_in_flight_calls:
+            raise _over_capacity(f"the server is running {self._in_flight} calls, its limit (max_in_flight_calls)")
+        running = self._in_flight_by_tool.get(spec.name, 0)
+        if spec.max_concurrency is not None and running >= spec.max_concurrency:
+            raise _over_capacity(f"tool {spec.name!r} is running {running} calls, its max_concurrency")
+        self._in_flight += 1
+        self._in_flight_by_tool[spec.name] = running + 1
+        self._idle.clear()
+
+    def _release(self, spec: ToolSpec) -> None:
+        self._in_flight -= 1
+        remaining = self._in_flight_by_tool[spec.name] - 1
+        if remaining:
+            self._in_flight_by_tool[spec.name] = remaining
+        else:
+            del self._in_flight_by_tool[spec.name]
+        if self._in_flight == 0:
+            self._idle.set()
+
     async def call(self, request: CallRequest) -> CallResult:
         """Run one call. Raises a ToolhostError for the caller's mistakes; a tool's failure is in the result."""
         if not self._accepting:
@@ -116,8 +146,7 @@ class CallPipeline:
         caller_limit = request.caller_timeout_seconds
         budget = tool_limit if caller_limit is None else min(tool_limit, caller_limit)
         invocation = Invocation(tool.spec, arguments, call_id, budget, request.hops, request.trace_headers)
-        self._in_flight += 1
-        self._idle.clear()
+        self._admit(tool.spec)
         try:
             async with asyncio.timeout(budget):
                 outcome = await tool.runner.run(invocation)
@@ -129,9 +158,7 @@ class CallPipeline:
             outcome = RunOutcome(failure=ToolFailure(
                 "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
         finally:
-            self._in_flight -= 1
-            if self._in_flight == 0:
-                self._idle.set()
+            self._release(tool.spec)
         duration_ms = (time.perf_counter() - started) * 1000
         return CallResult(
             success=outcome.failure is None,
@@ -142,6 +169,10 @@ class CallPipeline:
             duration_ms=duration_ms,
             outcome=outcome,
         )
+
+
+def _over_capacity(what: str) -> OverCapacityError:
+    return OverCapacityError(f"{what}; retry in a moment")
 
 
 def _arguments_of(request: CallRequest) -> Mapping[str, Any]:

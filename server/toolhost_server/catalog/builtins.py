@@ -54,6 +54,7 @@ def spec_from_tool_class(cls: type[Tool]) -> ToolSpec:
         output_schema=cls.output_schema,
         timeout_seconds=cls.timeout_seconds,
         requires_admin=cls.requires_admin,
+        max_concurrency=cls.max_concurrency,
         tags=cls.tags,
         examples=cls.examples,
         annotations=cls.annotations,

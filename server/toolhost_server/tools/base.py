@@ -69,6 +69,7 @@ class Tool(ABC):
     output_schema: ClassVar[Mapping[str, Any] | None] = None
     timeout_seconds: ClassVar[float | None] = None
     requires_admin: ClassVar[bool] = False
+    max_concurrency: ClassVar[int | None] = None
     tags: ClassVar[tuple[str, ...]] = ()
     examples: ClassVar[tuple[Example, ...]] = ()
     annotations: ClassVar[Annotations] = Annotations()
