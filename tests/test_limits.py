@@ -7,11 +7,11 @@ import json
 
 import grpc
 import pytest
+from conftest import write_tool
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
-from toolhost.v1 import tool_service_pb2
 
-from conftest import write_tool
+from toolhost.v1 import tool_service_pb2
 
 
 def slow_tool(name: str, extra: str = "") -> str:
@@ -96,5 +96,6 @@ async def test_an_oversized_request_is_resource_exhausted_and_the_server_goes_on
         await server.stub.CallTool(tool_service_pb2.CallToolRequest(
             name="echo", arguments_json=json.dumps({"text": "x" * 10_000})))
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "ok"}'))
+    response = await server.stub.CallTool(
+        tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "ok"}'))
     assert response.output == "ok"
