@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import toolhost_server  # noqa: F401  -  first, so its gRPC settings apply before grpc loads (see its __init__)
+
+# isort: split
+
 import dataclasses
 import os
 import shutil
@@ -47,7 +51,9 @@ async def start_server() -> AsyncIterator[ServerFactory]:
     running: list[RunningServer] = []
 
     async def start(**overrides: Any) -> RunningServer:
-        fields: dict[str, Any] = {"grpc_address": "127.0.0.1:0", "watch_catalog": False}
+        # process_user root: many tests run this interpreter, which lives where only root may enter (/root);
+        # tests/test_process_identity.py covers the unprivileged default with the system's own programs.
+        fields: dict[str, Any] = {"grpc_address": "127.0.0.1:0", "watch_catalog": False, "process_user": "root"}
         fields.update(overrides)
         if "catalog_dirs" in fields:
             fields["catalog_dirs"] = tuple(str(d) for d in fields["catalog_dirs"])

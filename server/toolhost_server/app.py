@@ -35,6 +35,7 @@ class Toolhost:
             max_hops=config.max_hops,
             remote_caller=remote_caller,
             sync_tool_slots=threading.BoundedSemaphore(config.sync_tool_threads),
+            process_identity=config.process_identity(),
         )
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
         self.reloader = Reloader(self.loader, self.registry)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import pwd
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,8 @@ class Config:
     max_in_flight_calls: int = 256
     sync_tool_threads: int = 32
     kill_grace_seconds: float = 2.0
+    # Empty: "nobody" when the server runs as root, else the server's own user (which cannot switch).
+    process_user: str = ""
     max_output_bytes: int = 1024 * 1024
     max_message_bytes: int = 16 * 1024 * 1024
     pipeline_target: str = ""
@@ -44,6 +47,18 @@ class Config:
     shutdown_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
     log_level: str = "INFO"
+
+    def process_identity(self) -> tuple[int, int] | None:
+        """The (uid, gid) process tools run as, or None for the server's own user.
+
+        Only root can switch users, and a root server should not hand root to every tool: it drops to
+        `process_user` (nobody by default). Tools marked `run_as_server_user: true` by the operator keep root.
+        """
+        if os.geteuid() != 0:
+            return None
+        name = self.process_user or "nobody"
+        entry = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+        return None if entry.pw_uid == 0 else (entry.pw_uid, entry.pw_gid)
 
     def effective_catalog_dirs(self) -> tuple[Path, ...]:
         if self.catalog_dirs:
@@ -109,6 +124,16 @@ def _list(separator: str) -> Callable[[Any], tuple[str, ...]]:
     return parse
 
 
+def _user(value: Any) -> str:
+    name = str(value).strip()
+    if name:
+        try:
+            pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+        except KeyError:
+            raise ValueError(f"names no user of this system ({name!r})") from None
+    return name
+
+
 def _log_level(value: Any) -> str:
     level = str(value).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -132,6 +157,8 @@ SETTINGS: tuple[Setting, ...] = (
             _positive(int)),
     Setting("kill_grace_seconds", "time between SIGTERM and SIGKILL for a process tool that must stop",
             _non_negative_float),
+    Setting("process_user", "user that process and script tools run as when the server runs as root "
+            "(default nobody; 'root' keeps root)", _user),
     Setting("max_output_bytes", "bytes of stdout and of stderr kept per call", _positive(int)),
     Setting("max_message_bytes", "largest gRPC message received or sent", _positive(int)),
     Setting("pipeline_target", "toolhost address that runs `source: pipeline` tools", str),

@@ -70,6 +70,8 @@ class RunnerSettings:
     max_hops: int = 8
     # The transport of the remote runner; the API layer provides it (runners do not speak gRPC).
     remote_caller: RemoteCaller | None = None
+    # The (uid, gid) process tools run as; None runs them as the server's own user. See Config.process_user.
+    process_identity: tuple[int, int] | None = None
     # Threads for sync Python tools, shared by every tool of the server.
     sync_tool_slots: threading.Semaphore = field(default_factory=_sync_tool_slots)
 

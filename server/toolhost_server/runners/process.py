@@ -40,6 +40,7 @@ from .process_config import (
     check_keys,
     declared_parameters,
     install_hint,
+    runs_as_server_user,
     static_env,
     working_directory,
 )
@@ -47,7 +48,7 @@ from .process_launch import ChildCommand, run_command
 
 _PLACEHOLDER: Final = re.compile(r"\{([^{}\s]+)\}")
 _EMBEDDED_PLACEHOLDER: Final = re.compile(r"\{[^{}\s]+\}")
-_KEYS: Final = frozenset({"type", "argv", "env", "cwd", "install_hint"})
+_KEYS: Final = frozenset({"type", "argv", "env", "cwd", "install_hint", "run_as_server_user"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,15 +172,18 @@ class ProcessRunner(Runner):
         self._cwd = cwd
         self._install_hint = hint
         self._settings = settings
+        self._identity: tuple[int, int] | None = settings.process_identity
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], tool: ToolSpec, settings: RunnerSettings) -> ProcessRunner:
         check_keys(config, _KEYS, cls.kind)
         template = ArgvTemplate.parse(config.get("argv"), tool)
-        return cls(template, static_env(config), working_directory(config), install_hint(config), settings)
+        runner = cls(template, static_env(config), working_directory(config), install_hint(config), settings)
+        runner._identity = None if runs_as_server_user(config) else settings.process_identity
+        return runner
 
     async def run(self, invocation: Invocation) -> RunOutcome:
         argv = self._template.render(invocation.tool.name, invocation.arguments)
         command = ChildCommand(tool=invocation.tool.name, argv=argv, program=self._template.program, env=self._env,
-                               cwd=self._cwd, install_hint=self._install_hint)
+                               cwd=self._cwd, install_hint=self._install_hint, identity=self._identity)
         return await run_command(command, self._settings)

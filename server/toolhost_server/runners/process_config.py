@@ -68,6 +68,15 @@ def working_directory(config: Mapping[str, Any]) -> str | None:
     return cwd
 
 
+def runs_as_server_user(config: Mapping[str, Any]) -> bool:
+    """Whether the operator marked the tool to run as the server's own user (`run_as_server_user: true`)
+    instead of the unprivileged process user a root server uses."""
+    value = config.get("run_as_server_user", False)
+    if not isinstance(value, bool):
+        raise RunnerConfigError("run_as_server_user must be true or false")
+    return value
+
+
 def install_hint(config: Mapping[str, Any]) -> str:
     """The package to suggest when the program is missing (`install_hint: iputils-ping`), or ""."""
     hint = config.get("install_hint", "")

@@ -46,6 +46,7 @@ class ChildCommand:
     `env` is added to the minimal environment. `cwd` None runs the command in the call's private temporary
     directory. `script`, when given, is written to a private file (mode 0700) in that directory and the file's
     path is appended to `argv`. `program` names the command in messages ("ping", or a script's "bash").
+    `identity` runs the command as another user: the temporary directory and script then belong to that user.
     """
 
     tool: str
@@ -55,6 +56,8 @@ class ChildCommand:
     cwd: str | None = None
     install_hint: str = ""
     script: bytes | None = None
+    # (uid, gid) to run as; None keeps the server's user.
+    identity: tuple[int, int] | None = None
 
 
 def child_environment(static: Mapping[str, str], home: str | None, marker: str) -> dict[str, str]:
@@ -80,11 +83,26 @@ async def run_command(command: ChildCommand, settings: RunnerSettings) -> RunOut
         if command.script is not None:
             assert call_dir is not None
             argv = (*argv, _write_script(call_dir, command.script))
+        if command.identity is not None and call_dir is not None:
+            for path in _owned_paths(call_dir, command.script is not None):
+                os.chown(path, *command.identity)
         env = child_environment(command.env, call_dir, secrets.token_hex(16))
         return await _spawn_and_wait(command, argv, env, command.cwd or call_dir, settings)
     finally:
         if call_dir is not None:
             await _remove_call_dir(call_dir, command.script is not None)
+
+
+def _owned_paths(call_dir: str, has_script: bool) -> list[str]:
+    return [call_dir, os.path.join(call_dir, SCRIPT_FILE_NAME)] if has_script else [call_dir]
+
+
+def _identity_options(identity: tuple[int, int] | None) -> dict[str, Any]:
+    """Popen options that drop to `identity`; no supplementary groups, so none of the server's carry over."""
+    if identity is None:
+        return {}
+    uid, gid = identity
+    return {"user": uid, "group": gid, "extra_groups": []}
 
 
 def _write_script(call_dir: str, script: bytes) -> str:
@@ -115,7 +133,7 @@ async def _spawn_and_wait(
     with spawning():
         starting = loop.create_task(loop.subprocess_exec(
             lambda: protocol, *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True))
+            env=env, cwd=cwd, start_new_session=True, **_identity_options(command.identity)))
         # A spawn is never cut short: asyncio would then kill only the leader and wait for the pipes to close,
         # which the leader's children (still running) hold open forever. It takes a few loop iterations; then a
         # cancellation that arrived meanwhile stops the whole tree like any other.

@@ -41,13 +41,14 @@ from .process_config import (
     check_keys,
     declared_parameters,
     install_hint,
+    runs_as_server_user,
     static_env,
     working_directory,
 )
 from .process_launch import ChildCommand, run_command
 
 ARGUMENT_PREFIX: Final = "TOOL_ARG_"
-_KEYS: Final = frozenset({"type", "script", "interpreter", "env", "cwd", "install_hint"})
+_KEYS: Final = frozenset({"type", "script", "interpreter", "env", "cwd", "install_hint", "run_as_server_user"})
 
 
 def argument_variable(name: str) -> str:
@@ -91,6 +92,7 @@ class ScriptRunner(Runner):
         self._cwd = cwd
         self._install_hint = hint
         self._settings = settings
+        self._identity: tuple[int, int] | None = settings.process_identity
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], tool: ToolSpec, settings: RunnerSettings) -> ScriptRunner:
@@ -112,8 +114,10 @@ class ScriptRunner(Runner):
             taken[variable] = name
             variables[name] = variable
         env = static_env(config, reserved_prefix=ARGUMENT_PREFIX)
-        return cls(interpreter, script.encode("utf-8"), variables, env, working_directory(config),
-                   install_hint(config), settings, WholeNumbers(tool))
+        runner = cls(interpreter, script.encode("utf-8"), variables, env, working_directory(config),
+                     install_hint(config), settings, WholeNumbers(tool))
+        runner._identity = None if runs_as_server_user(config) else settings.process_identity
+        return runner
 
     async def run(self, invocation: Invocation) -> RunOutcome:
         env = dict(self._env)
@@ -131,5 +135,5 @@ class ScriptRunner(Runner):
             raise InvalidArgumentsError(invocation.tool.name, problems)
         command = ChildCommand(tool=invocation.tool.name, argv=self._interpreter,
                                program=os.path.basename(self._interpreter[0]), env=env, cwd=self._cwd,
-                               install_hint=self._install_hint, script=self._script)
+                               install_hint=self._install_hint, script=self._script, identity=self._identity)
         return await run_command(command, self._settings)
