@@ -7,12 +7,13 @@ import json
 
 import grpc
 import pytest
-from conftest import write_tool
 from google.protobuf import struct_pb2
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
 
 DESCRIBE_TOOL = """
 name: describe

@@ -6,9 +6,10 @@ import logging
 import shutil
 
 import pytest
-from conftest import write_tool
 
 from toolhost.v1 import tool_pb2, tool_service_pb2
+
+from conftest import write_tool
 
 RELOAD = tool_service_pb2.ReloadRequest()
 

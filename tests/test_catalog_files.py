@@ -10,8 +10,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import write_tool
-from test_reload import make_configmap
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.catalog.loader import ToolLoader
@@ -19,6 +17,9 @@ from toolhost_server.catalog.strict_yaml import MAX_NESTING
 from toolhost_server.catalog.yaml_files import MAX_FILE_BYTES
 from toolhost_server.registry import CatalogProblem
 from toolhost_server.runners import RunnerSettings
+
+from conftest import write_tool
+from test_reload import make_configmap
 
 RELOAD = tool_service_pb2.ReloadRequest()
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from conftest import RunningServer, ServerFactory, write_tool
 from server_process import ServerProcess
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+
 from conftest import tool_binary
 
 

@@ -7,11 +7,12 @@ import json
 
 import grpc
 import pytest
-from conftest import write_tool
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
 
 
 def slow_tool(name: str, extra: str = "") -> str:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import grpc
 import pytest
-from conftest import write_tool
 
 from toolhost.v1 import tool_pb2, tool_service_pb2
+
+from conftest import write_tool
 
 
 def catalog_tool(name: str, category: str, platform: str, tags: list[str]) -> str:

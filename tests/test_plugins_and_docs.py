@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 import textwrap
 
-from conftest import REPO_ROOT
-
 from toolhost.v1 import tool_pb2, tool_service_pb2
 from toolhost_server.config import SETTINGS
+
+from conftest import REPO_ROOT
 
 
 async def test_an_installed_entry_point_pack_is_served(start_server, tmp_path, monkeypatch):

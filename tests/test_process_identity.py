@@ -7,9 +7,10 @@ import os
 import uuid
 
 import pytest
-from conftest import write_tool
 
 from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only a root server switches users")
 # A skip here would be visible in the summary (-ra); CI runs as root, so these run there.

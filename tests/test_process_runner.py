@@ -18,7 +18,6 @@ from typing import Any
 
 import grpc
 import pytest
-from conftest import leftover_processes, write_tool
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -31,6 +30,8 @@ from toolhost_server.runners.process_output import CappedStream
 from toolhost_server.runners.process_reaper import spawned_leaders
 from toolhost_server.runners.process_tree import ProcessTree
 from toolhost_server.schema import derive_input_schema
+
+from conftest import leftover_processes, write_tool
 
 PY = sys.executable
 PRINT_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"

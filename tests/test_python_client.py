@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 
 import grpc
 import pytest
-from conftest import RunningServer, ServerFactory, write_tool
 
 import toolhost
 from toolhost.v1 import error_reason_pb2
 from toolhost_server.model import ToolSpec
+
+from conftest import RunningServer, ServerFactory, write_tool
 
 PLAIN_TOOLS = [f"tool_{i:03d}" for i in range(250)]
 NET_TOOLS = [f"net_{i:02d}" for i in range(40)]

@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import grpc
-from conftest import write_tool
 
 from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
 
 RELOAD = tool_service_pb2.ReloadRequest()
 

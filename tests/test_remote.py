@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import socket
 
-from conftest import write_tool
-
 from toolhost.v1 import tool_service_pb2
+
+from conftest import write_tool
 
 
 def remote_tool(name: str, target: str, remote_name: str, timeout: float | None = None) -> str:

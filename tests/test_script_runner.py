@@ -9,13 +9,14 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import leftover_processes
 from test_process_runner import add_tool, call, eventually, marker, violations, zombie_children
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.model import ToolSource, ToolSpec
 from toolhost_server.runners import Invocation, RunnerSettings, build_runner
 from toolhost_server.runners.script import argument_variable, interpreter_of
+
+from conftest import leftover_processes
 
 PARAMETERS = """\
   - {name: name, type: string, required: true}

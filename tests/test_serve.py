@@ -13,12 +13,13 @@ from pathlib import Path
 
 import grpc
 import pytest
-from conftest import leftover_processes, write_tool
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from server_process import ServerProcess
 
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 from toolhost_server.config import ConfigError, load_config
+
+from conftest import leftover_processes, write_tool
+from server_process import ServerProcess
 
 
 def slow_tool(announce_dir: Path) -> str:
