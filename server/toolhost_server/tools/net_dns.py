@@ -15,6 +15,7 @@ import dns.reversename
 
 from ..model import Annotations, Example, Parameter
 from .base import Tool, ToolContext, ToolRaisedFailure
+from .egress import current_policy
 from .net import HOST_MAX_LENGTH, format_seconds, time_budget
 
 RECORD_TYPES = ("A", "AAAA", "CNAME", "MX", "NS", "TXT", "SOA", "PTR", "SRV", "CAA")
@@ -52,7 +53,8 @@ class DnsLookup(Tool):
         "(NS), TXT records such as SPF, SOA, SRV or CAA records; to find the name of an IP address, pass the "
         "address as `domain` with record_type PTR. It asks the server's own resolver unless `nameserver` "
         "names one. A name that does not exist is a normal answer: status NXDOMAIN with no records. The call "
-        "fails when no nameserver answers in time or they all refuse."
+        "fails when no nameserver answers in time or they all refuse, or when the server's egress policy "
+        "does not allow the `nameserver` address."
     )
     category = "network"
     tags = ("network", "dns", "diagnostics")
@@ -154,6 +156,9 @@ def _resolver(nameserver: Any, port: int) -> dns.asyncresolver.Resolver:
         except ValueError:
             raise ToolRaisedFailure(
                 f"nameserver {nameserver!r} is not an IP address", "INVALID_TARGET") from None
+        # The caller picks where the query goes, so the policy decides as for any other connection. The
+        # server's own resolvers are the operator's choice and are not checked.
+        current_policy().check(address)
         resolver = dns.asyncresolver.Resolver(configure=False)
         resolver.nameservers = [address]
     resolver.port = port

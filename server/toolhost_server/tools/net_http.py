@@ -14,7 +14,8 @@ import httpx
 
 from ..model import Annotations, Example, Parameter
 from .base import Tool, ToolContext, ToolRaisedFailure
-from .net import describe_os_error, elapsed_ms, format_seconds, time_budget
+from .egress import EgressPolicy, current_policy
+from .net import describe_os_error, elapsed_ms, format_seconds, resolve, time_budget
 
 MAX_TIMEOUT_SECONDS = 60
 MAX_REDIRECTS = 5
@@ -63,8 +64,10 @@ class HttpCheck(Tool):
         "and a preview of the body (first 512 characters; at most 4 KB is read). Use it to check that a "
         "website, API or health endpoint is up, see where a URL redirects, or confirm a certificate works. "
         "Any HTTP response, including 404 or 500, is a successful check; the call fails when there is no "
-        "response: unknown host, connection refused, TLS error or timeout. Redirects are reported, not "
-        "followed, unless follow_redirects is true. No credentials or cookies are sent."
+        "response: unknown host, connection refused, TLS error or timeout, or an address (of the URL or of a "
+        "redirect) that the server's egress policy does not allow, such as a cloud metadata address. "
+        "Redirects are reported, not followed, unless follow_redirects is true. No credentials or cookies "
+        "are sent."
     )
     category = "network"
     tags = ("network", "http", "web", "diagnostics")
@@ -99,28 +102,52 @@ class HttpCheck(Tool):
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         url = str(arguments["url"])
         method = str(arguments["method"])
+        follow = bool(arguments["follow_redirects"])
         expected = arguments.get("expected_status")
         budget = time_budget(arguments["timeout_seconds"], context)
         deadline = asyncio.get_running_loop().time() + budget
+        policy = current_policy()
+        try:
+            target = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ToolRaisedFailure(f"{url!r} is not a usable URL: {exc}", "INVALID_TARGET") from None
         client = httpx.AsyncClient(
-            follow_redirects=bool(arguments["follow_redirects"]),
-            max_redirects=MAX_REDIRECTS,
+            # Redirects are followed below, so that each hop is resolved and checked like the first.
+            follow_redirects=False,
             timeout=httpx.Timeout(budget),
             # No proxies, .netrc credentials or certificate overrides from the server's environment.
             trust_env=False,
             headers={"User-Agent": USER_AGENT},
+            # No connection outlives its response: one made for a name at a checked address must not carry a
+            # request for another name at that address, whose certificate it never verified.
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
+        redirects = 0
         async with client:
             started = time.perf_counter()
             try:
                 async with asyncio.timeout_at(deadline):
-                    response = await client.send(client.build_request(method, url), stream=True)
+                    while True:
+                        response = await _send_pinned(client, method, target, policy, deadline, budget)
+                        if not (follow and response.is_redirect):
+                            break
+                        await response.aclose()
+                        if redirects == MAX_REDIRECTS:
+                            raise ToolRaisedFailure(
+                                f"{method} {url} failed: more than {MAX_REDIRECTS} redirects", "TOO_MANY_REDIRECTS")
+                        target = _redirect_target(target, response)
+                        redirects += 1
             except TimeoutError:
                 raise ToolRaisedFailure(
                     f"{method} {url} got no response within {format_seconds(budget)}", "TIMEOUT") from None
+            except ToolRaisedFailure as exc:
+                if exc.code == "TOO_MANY_REDIRECTS":
+                    raise
+                raise ToolRaisedFailure(f"{_attempt(method, url, target, redirects)}: {exc.message}",
+                                        exc.code) from None
             except httpx.HTTPError as exc:
                 code, reason = _failure_of(exc)
-                raise ToolRaisedFailure(f"{method} {url} failed: {reason}", code) from None
+                raise ToolRaisedFailure(f"{_attempt(method, url, target, redirects)}: {reason}", code) from None
             latency_ms = elapsed_ms(started)
             try:
                 body, more = await _read_some(response, deadline)
@@ -132,18 +159,68 @@ class HttpCheck(Tool):
         return {
             "body_preview": preview,
             "body_truncated": more or cut,
-            "final_url": str(response.url),
+            "final_url": str(target),
             "headers": {h: response.headers.get(h) for h in REPORTED_HEADERS},
             "http_version": response.http_version,
             "latency_ms": latency_ms,
             "method": method,
             "ok": status == expected if expected is not None else status < 400,
             "reason": response.reason_phrase,
-            "redirects": len(response.history),
+            "redirects": redirects,
             "status_code": status,
-            "tls": response.url.scheme == "https",
+            "tls": target.scheme == "https",
             "url": url,
         }
+
+
+def _attempt(method: str, url: str, target: httpx.URL, redirects: int) -> str:
+    """What was being done when a call failed, for the start of its message."""
+    if redirects:
+        return f"{method} {url} failed at redirect {redirects} to {target}"
+    return f"{method} {url} failed"
+
+
+async def _send_pinned(client: httpx.AsyncClient, method: str, target: httpx.URL, policy: EgressPolicy,
+                       deadline: float, budget: float) -> httpx.Response:
+    """Send one request for `target` to an address its host resolved to and the policy allowed.
+
+    The URL sent holds the checked IP address, so httpx cannot resolve the name again (DNS rebinding); the
+    Host header and the TLS server name (SNI, and the name the certificate must match) stay the URL's own.
+    Addresses are tried in the resolver's order until one accepts the connection.
+    """
+    host = target.raw_host.decode("ascii")
+    tls = target.scheme == "https"
+    addresses = await resolve(host, target.port or (443 if tls else 80), deadline, budget)
+    ips = [str(sockaddr[0]) for _family, sockaddr in addresses]
+    policy.check_all(ips, host)
+    headers = {"Host": target.netloc.decode("ascii")}
+    extensions = {"sni_hostname": host} if tls else {}
+    failure: httpx.ConnectError | None = None
+    for ip in ips:
+        # No user:password@ either: the tool sends no credentials, even when a redirect carries some.
+        pinned = target.copy_with(host=ip, userinfo=b"")
+        try:
+            return await client.send(client.build_request(method, pinned, headers=headers, extensions=extensions),
+                                     stream=True)
+        except httpx.ConnectError as exc:
+            failure = exc
+    assert failure is not None  # resolve() returns at least one address or raises
+    raise failure
+
+
+def _redirect_target(current: httpx.URL, response: httpx.Response) -> httpx.URL:
+    """Where a redirect response points, resolved against the URL that gave it (as httpx would)."""
+    try:
+        location = httpx.URL(response.headers["location"])
+        if location.scheme and not location.host:
+            location = location.copy_with(host=current.host)
+        if location.is_relative_url:
+            location = current.join(location)
+    except httpx.InvalidURL as exc:
+        raise ToolRaisedFailure(f"the redirect location is not a valid URL: {exc}", "PROTOCOL_ERROR") from None
+    if location.scheme not in ("http", "https"):
+        raise ToolRaisedFailure(f"the redirect to {location} is not http or https", "INVALID_TARGET")
+    return location
 
 
 async def _read_some(response: httpx.Response, deadline: float) -> tuple[bytes, bool]:

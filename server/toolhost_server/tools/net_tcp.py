@@ -10,8 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import Annotations, Example, Parameter
-from .base import Tool, ToolContext, ToolRaisedFailure
-from .net import HOST_MAX_LENGTH, HOST_PATTERN, describe_os_error, elapsed_ms, format_seconds, time_budget
+from .base import Tool, ToolContext
+from .egress import current_policy
+from .net import HOST_MAX_LENGTH, HOST_PATTERN, describe_os_error, elapsed_ms, format_seconds, resolve, time_budget
 
 MAX_TIMEOUT_SECONDS = 30
 
@@ -37,7 +38,9 @@ class TcpPortCheck(Tool):
         "measures how long the connection took. Use it to see whether a service (SSH 22, HTTPS 443, "
         "PostgreSQL 5432, ...) is listening and reachable. A closed or filtered port is a normal answer: "
         "`open` is false and `error` says why (connection refused, timed out, unreachable). The call fails "
-        "only when the host name does not resolve. Nothing is sent over the connection; it is closed at once."
+        "when the host name does not resolve, or when the server's egress policy does not allow an address "
+        "it resolves to (cloud metadata and link-local addresses, by default). Nothing is sent over the "
+        "connection; it is closed at once."
     )
     category = "network"
     tags = ("network", "tcp", "port", "diagnostics")
@@ -69,7 +72,11 @@ class TcpPortCheck(Tool):
         # One deadline for resolving and every connection attempt together, as the caller asked.
         deadline = loop.time() + budget
         timed_out = f"timed out after {format_seconds(budget)}"
-        addresses = await _resolve(host, port, deadline, budget)
+        policy = current_policy()
+        addresses = await resolve(host, port, deadline, budget)
+        # Every address is checked before the first connection, and the connection goes to the checked
+        # sockaddr itself: nothing resolves the name a second time.
+        policy.check_all((str(sockaddr[0]) for _family, sockaddr in addresses), host)
         address: str | None = None
         error = "the host name resolved to no address"
         for family, sockaddr in addresses:
@@ -92,24 +99,6 @@ def _result(host: str, port: int, address: str | None, *, open_: bool, latency_m
             error: str | None) -> dict[str, Any]:
     return {"address": address, "error": error, "host": host, "latency_ms": latency_ms, "open": open_,
             "port": port}
-
-
-async def _resolve(host: str, port: int, deadline: float, budget: float) -> list[tuple[int, Any]]:
-    loop = asyncio.get_running_loop()
-    try:
-        async with asyncio.timeout_at(deadline):
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
-    except TimeoutError:
-        raise ToolRaisedFailure(
-            f"resolving {host!r} took longer than {format_seconds(budget)}", "TIMEOUT") from None
-    except socket.gaierror as exc:
-        raise ToolRaisedFailure(
-            f"host {host!r} cannot be resolved: {exc.strerror}", "HOST_NOT_FOUND") from None
-    # /etc/hosts may list an address twice (localhost often is); try each one once, in the resolver's order.
-    unique: dict[Any, int] = {}
-    for family, _type, _proto, _name, sockaddr in infos:
-        unique.setdefault(sockaddr, family)
-    return [(family, sockaddr) for sockaddr, family in unique.items()]
 
 
 async def _connect(family: int, sockaddr: Any, deadline: float) -> str | None:
