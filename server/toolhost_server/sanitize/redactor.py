@@ -1,0 +1,141 @@
+"""The Redactor: every sanitizer and the secret-key rule behind one object the server builds once."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .base import REDACTED, RedactionResult, Sanitizer, SanitizerSettings, Span
+from .discovery import sanitizer_classes
+from .keys import SecretKeyRule
+from .structure import LazySecretKeys, LazyStrings, fold, json_text, rebuild, strings_with_triggers
+
+
+class Redactor:
+    """Replaces secrets with REDACTED in text and in JSON-like structures, without mutating the input.
+
+    Built once from configuration; `with_values` derives a per-call redactor cheaply:
+
+        redactor = Redactor(extra_secret_keys=["pin"], known_values=[server_wide_secret])
+        call_redactor = redactor.with_values(credentials_resolved_for_this_call)
+        output = call_redactor.redact_text(outcome.output)          # RedactionResult[str]
+        structured = call_redactor.redact_value(outcome.structured)  # RedactionResult[Any]
+        redacted = output.redacted or structured.redacted
+
+    Known values shorter than MIN_KNOWN_VALUE_LENGTH and extra keys without letters raise ValueError
+    (at construction, or from `with_values`). Thread-safe: nothing changes after construction.
+    """
+
+    __slots__ = ("_exact", "_folded", "_json_exact", "_json_folded", "_rule", "_sanitizers", "longest_trigger")
+
+    def __init__(self, extra_secret_keys: Iterable[str] = (), known_values: Iterable[str] = ()) -> None:
+        rule = SecretKeyRule(_many(extra_secret_keys, "extra_secret_keys"))
+        settings = SanitizerSettings(rule, _many(known_values, "known_values"))
+        self._setup(rule, tuple(cls(settings) for cls in sanitizer_classes()))
+
+    def _setup(self, rule: SecretKeyRule, sanitizers: tuple[Sanitizer, ...]) -> None:
+        self._rule = rule
+        self._sanitizers = sanitizers
+        self._exact = tuple(dict.fromkeys(t for s in sanitizers for t in s.exact_triggers))
+        self._folded = tuple(dict.fromkeys(t for s in sanitizers for t in s.folded_triggers))
+        # In a structure's JSON text, strings appear escaped; and secret keys must be found too.
+        self._json_exact = tuple(dict.fromkeys(json.dumps(t, ensure_ascii=False)[1:-1] for t in self._exact))
+        self._json_folded = tuple(dict.fromkeys(
+            json.dumps(t, ensure_ascii=False)[1:-1] for t in (*self._folded, *rule.trigger_words)))
+        self.longest_trigger = max(map(len, self._exact), default=0)
+        """The length of the longest literal secret (known value form) this redactor looks for."""
+
+    def with_values(self, values: Iterable[str]) -> Redactor:
+        """A redactor that also hides `values` (e.g. the credentials one call resolved), in every form."""
+        added: Sequence[str] = _many(values, "values")
+        if not added:
+            return self
+        derived = Redactor.__new__(Redactor)
+        derived._setup(self._rule, tuple(sanitizer.with_values(added) for sanitizer in self._sanitizers))
+        return derived
+
+    def is_secret_key(self, name: str) -> bool:
+        """Whether a value stored under `name` is hidden whole (the rule is in `keys`)."""
+        return self._rule.is_secret(name)
+
+    def find_spans(self, text: str) -> list[Span]:
+        """The secrets of `text`: sorted, non-overlapping spans (empty for the common secret-free text)."""
+        # No separate trigger pre-check: each `find` starts by searching its triggers, which costs the same.
+        folded = fold(text)
+        spans: list[Span] = []
+        for sanitizer in self._sanitizers:
+            spans.extend(sanitizer.find(text, folded))
+        return _merge(text, spans) if spans else spans
+
+    def redact_text(self, text: str) -> RedactionResult[str]:
+        """`text` with every secret replaced by REDACTED."""
+        spans = self.find_spans(text)
+        if not spans:
+            return RedactionResult(text, False)
+        return RedactionResult(replace_spans(text, spans), True)
+
+    def redact_value(self, value: Any) -> RedactionResult[Any]:
+        """A JSON-like `value` with secrets hidden: values of secret keys whole, strings as in redact_text.
+
+        Dicts, lists and tuples are walked; other objects than those, strings, numbers, booleans and None
+        are left as they are. Parts with nothing to hide are shared with the input, not copied.
+        """
+        if isinstance(value, str):
+            return self.redact_text(value)
+        if not isinstance(value, dict | list | tuple):
+            return RedactionResult(value, False)
+        text = json_text(value)
+        candidates = None if text is None else strings_with_triggers(text, self._json_exact, self._json_folded)
+        if candidates is None:
+            new = rebuild(value, LazyStrings(self._redact_string), LazySecretKeys(self._rule.is_secret))
+            return RedactionResult(new, new is not value)
+        replacements: dict[str, str] = {}
+        secret_keys: set[str] = set()
+        for string in candidates:
+            if self._rule.is_secret(string):
+                secret_keys.add(string)
+            redacted = self._redact_string(string)
+            if redacted is not string:
+                replacements[string] = redacted
+        if not replacements and not secret_keys:
+            return RedactionResult(value, False)
+        new = rebuild(value, replacements, secret_keys)
+        return RedactionResult(new, new is not value)
+
+    def _redact_string(self, text: str) -> str:
+        spans = self.find_spans(text)
+        return replace_spans(text, spans) if spans else text
+
+
+def _many(values: Iterable[str], name: str) -> tuple[str, ...]:
+    # A lone string would be taken character by character: refuse it rather than mislead.
+    if isinstance(values, str):
+        raise TypeError(f"{name} takes a list of strings, not one string")
+    return tuple(values)
+
+
+def _merge(text: str, spans: list[Span]) -> list[Span]:
+    """Sorted spans with overlapping or touching ones joined; what is already REDACTED is left alone."""
+    merged: list[Span] = []
+    for start, end in sorted(spans):
+        if end <= start or text[start:end] == REDACTED:
+            continue
+        if merged and start <= merged[-1][1]:
+            if end > merged[-1][1]:
+                merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def replace_spans(text: str, spans: Sequence[Span]) -> str:
+    """`text` with each of the sorted, disjoint `spans` replaced by REDACTED."""
+    parts = []
+    position = 0
+    for start, end in spans:
+        parts.append(text[position:start])
+        parts.append(REDACTED)
+        position = end
+    parts.append(text[position:])
+    return "".join(parts)

@@ -1,0 +1,441 @@
+"""The redaction library: key rule, known values, patterns, structures, the log filter and streaming."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from toolhost_server.sanitize import (
+    MIN_KNOWN_VALUE_LENGTH,
+    REDACTED,
+    RedactingLogFilter,
+    Redactor,
+    Sanitizer,
+    SanitizerSettings,
+    SecretKeyRule,
+    Span,
+    StreamRedactor,
+    check_known_value,
+    split_words,
+)
+from toolhost_server.sanitize.assignments import AssignmentSanitizer
+from toolhost_server.sanitize.discovery import sanitizer_classes
+from toolhost_server.sanitize.known_values import KnownValueSanitizer
+from toolhost_server.sanitize.patterns import CredentialPatternSanitizer
+
+CANARY = "s3cr3t-canary-value"
+JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+PEM = ("-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7bq9\nq3m+Zx0aBcDeFgHiJ\n"
+       "-----END RSA PRIVATE KEY-----")
+
+
+@pytest.fixture(scope="module")
+def redactor() -> Redactor:
+    return Redactor()
+
+
+def text_of(redactor: Redactor, text: str) -> str:
+    return redactor.redact_text(text).value
+
+
+# --- the key rule -------------------------------------------------------------------------------------
+
+SECRET_NAMES = [
+    "password", "PASSWORD", "Password", "DB_PASSWORD", "db-password", "db.password", "spring.datasource.password",
+    "passwd", "passphrase", "secret", "client_secret", "clientSecret", "token", "githubToken", "GITHUB_TOKEN",
+    "X-Auth-Token", "access_token", "refresh_token", "id_token", "password_reset_token", "api_key", "x-api-key",
+    "X-API-KEY", "apiKey", "APIKey", "apikey", "APIKEY", "private_key", "privateKey", "auth_key", "authKey",
+    "access_key", "secret_key", "AWS_SECRET_ACCESS_KEY", "signing_key", "encryption_key", "Authorization",
+    "password2", "api_key_1", "password_hash",
+]
+SURVIVING_NAMES = [
+    "max_tokens", "token_count", "primary_key", "keyboard", "tokenizer", "sort_key", "key_count", "key", "KEY",
+    "monkey", "tokens", "page_token", "next_page_token", "nextPageToken", "eos_token", "pad_token",
+    "max_token", "password_policy", "passwordless", "secret_name", "secretName", "access_key_id", "keys",
+    "author", "", "___", "x" * 200 + "_password",
+]
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_secret_names_are_secret(redactor: Redactor, name: str) -> None:
+    assert redactor.is_secret_key(name)
+
+
+@pytest.mark.parametrize("name", SURVIVING_NAMES)
+def test_ordinary_names_survive(redactor: Redactor, name: str) -> None:
+    assert not redactor.is_secret_key(name)
+
+
+def test_split_words_handles_every_naming_style() -> None:
+    assert split_words("githubToken") == ["github", "token"]
+    assert split_words("APIKey") == ["api", "key"]
+    assert split_words("x-api-key") == ["x", "api", "key"]
+    assert split_words("spring.datasource.password") == ["spring", "datasource", "password"]
+    assert split_words("DB_Password_2") == ["db", "password"]
+
+
+def test_extra_secret_keys_are_added_word_by_word() -> None:
+    redactor = Redactor(extra_secret_keys=["pin", "session_id", "page_token"])
+    for name in ("pin", "SIM_PIN", "simPin", "session_id", "userSessionId", "sessionid", "page_token"):
+        assert redactor.is_secret_key(name), name
+    for name in ("spin", "pin_count", "id", "session", "max_tokens"):
+        assert not redactor.is_secret_key(name), name
+    # The additions do not leak into other redactors.
+    assert not Redactor().is_secret_key("sim_pin")
+
+
+def test_extra_secret_key_without_letters_is_refused() -> None:
+    with pytest.raises(ValueError, match="no letters"):
+        SecretKeyRule(["__"])
+
+
+# --- structures ---------------------------------------------------------------------------------------
+
+def test_secret_keys_are_hidden_at_any_depth_whatever_the_value(redactor: Redactor) -> None:
+    value = {
+        "db": {"host": "db", "DB_PASSWORD": "hunter22", "port": 5432},
+        "items": [{"githubToken": 12345, "name": "a"}, ({"x-api-key": ["k1", "k2"]}, "plain")],
+        "client_secret": {"nested": "dict"},
+        "private_key": None,
+    }
+    result = redactor.redact_value(value)
+    assert result.redacted
+    assert result.value == {
+        "db": {"host": "db", "DB_PASSWORD": REDACTED, "port": 5432},
+        "items": [{"githubToken": REDACTED, "name": "a"}, ({"x-api-key": REDACTED}, "plain")],
+        "client_secret": REDACTED,
+        "private_key": REDACTED,
+    }
+    assert isinstance(result.value["items"][1], tuple)
+
+
+def test_ordinary_fields_survive_in_structures(redactor: Redactor) -> None:
+    value = [{name: 512 for name in SURVIVING_NAMES} for _ in range(50)]
+    result = redactor.redact_value(value)
+    assert not result.redacted
+    assert result.value is value
+
+
+def test_input_is_never_mutated_and_untouched_parts_are_shared(redactor: Redactor) -> None:
+    value: dict[str, Any] = {"safe": {"a": [1, 2, {"b": "c"}]}, "risky": [{"password": "hunter22"}], "n": 1}
+    before = copy.deepcopy(value)
+    result = redactor.redact_value(value)
+    assert value == before
+    assert result.value is not value
+    assert result.value["safe"] is value["safe"]
+    assert result.value["risky"][0] == {"password": REDACTED}
+
+
+def test_nothing_to_hide_returns_the_input_itself(redactor: Redactor) -> None:
+    for value in ({"a": "b", "max_tokens": 5}, ["x", 1, None, 2.5, True], (), "plain text", 42, None):
+        result = redactor.redact_value(value)
+        assert result.redacted is False
+        assert result.value is value
+
+
+def test_strings_inside_structures_are_redacted_as_text() -> None:
+    redactor = Redactor(known_values=[CANARY])
+    value = {"log": f"connect with {CANARY} now", "lines": [f"Authorization: Bearer {JWT}"],
+             f"key-{CANARY}": 1}
+    result = redactor.redact_value(value)
+    assert result.value == {"log": f"connect with {REDACTED} now", "lines": [f"Authorization: Bearer {REDACTED}"],
+                            f"key-{REDACTED}": 1}
+
+
+def test_redaction_is_idempotent(redactor: Redactor) -> None:
+    first = redactor.redact_value({"password": "hunter22", "log": "password=hunter22 " + JWT})
+    assert first.redacted
+    second = redactor.redact_value(first.value)
+    assert second.redacted is False
+    assert second.value is first.value
+    # Also after a round trip through JSON, where the markers are new string objects.
+    assert redactor.redact_value(json.loads(json.dumps(first.value))).redacted is False
+
+
+def test_many_repeated_keys_do_not_hide_a_later_secret(redactor: Redactor) -> None:
+    # Repeated keys are counted instead of visited one by one: the count must not swallow other strings.
+    value: list[Any] = [{"max_tokens": i, "primary_key": i, "key": i} for i in range(300)]
+    value.append({"note": "retry with token=abc123def456 later"})
+    value.append({'api"key': "s3cr3tvalue"})  # in JSON `"api\"key"`: it ends with `"key"` too
+    value += [{"max_tokens": 1}] * 10
+    result = redactor.redact_value(value)
+    assert result.value[300] == {"note": f"retry with token={REDACTED} later"}
+    assert result.value[301] == {'api"key': REDACTED}
+    assert result.value[0] is value[0]
+
+
+def test_structures_json_cannot_encode_are_still_redacted(redactor: Redactor) -> None:
+    opaque = object()
+    value = {(1, 2): {"password": "hunter22"}, "obj": opaque, "s": {1, 2}}
+    result = redactor.redact_value(value)
+    assert result.redacted
+    assert result.value[(1, 2)] == {"password": REDACTED}
+    assert result.value["obj"] is opaque
+
+
+# --- known values -------------------------------------------------------------------------------------
+
+def test_known_value_is_replaced_wherever_it_appears() -> None:
+    redactor = Redactor(known_values=[CANARY])
+    result = redactor.redact_text(f"a{CANARY}b {CANARY}")
+    assert result.value == f"a{REDACTED}b {REDACTED}"
+    assert result.redacted
+
+
+@pytest.mark.parametrize("prefix", ["", "x", "xy"])
+@pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
+def test_known_value_is_found_base64_encoded_at_every_alignment(prefix: str, encode: Any) -> None:
+    value = "s3cr3t>>>???~~~"  # encodes to text with `+` and `/`: the two alphabets differ
+    assert base64.b64encode(value.encode()) != base64.urlsafe_b64encode(value.encode())
+    encoded = encode(f"{prefix}{value} and more".encode()).decode()
+    result = Redactor(known_values=[value]).redact_text(f"blob: {encoded}")
+    # Exactly the characters that encode only bits of the value are gone; the ones shared with the
+    # neighbouring bytes stay.
+    first = -(-8 * len(prefix) // 6)
+    last = 8 * (len(prefix) + len(value)) // 6
+    assert result.value == f"blob: {encoded[:first]}{REDACTED}{encoded[last:]}"
+    assert result.redacted
+
+
+def test_known_value_is_found_url_and_json_encoded() -> None:
+    value = 'p@ss word/"with"&chars'
+    redactor = Redactor(known_values=[value])
+    for form in (quote(value), quote(value, safe=""), quote_plus(value), quote(value, safe="").lower(),
+                 json.dumps(value)[1:-1]):
+        assert form != value
+        assert text_of(redactor, f"?q={form}&x=1") == f"?q={REDACTED}&x=1", form
+    assert redactor.redact_value({"args": [value]}).value == {"args": [REDACTED]}
+
+
+@pytest.mark.parametrize("value", ["", "hunter", "1234567"])
+def test_short_known_values_are_refused_without_echoing_them(value: str) -> None:
+    with pytest.raises(ValueError, match="too short to match safely") as raised:
+        Redactor(known_values=[value])
+    assert f"minimum {MIN_KNOWN_VALUE_LENGTH}" in str(raised.value)
+    if value:
+        assert value not in str(raised.value)
+    with pytest.raises(ValueError, match="too short"):
+        Redactor().with_values([value])
+    with pytest.raises(ValueError, match="too short"):
+        check_known_value(value)
+    check_known_value("x" * MIN_KNOWN_VALUE_LENGTH)
+
+
+def test_with_values_derives_a_call_redactor_and_leaves_the_base_alone() -> None:
+    base = Redactor(known_values=["server-wide-secret"])
+    call = base.with_values([CANARY])
+    assert text_of(call, f"{CANARY} server-wide-secret") == f"{REDACTED} {REDACTED}"
+    assert text_of(base, f"{CANARY} server-wide-secret") == f"{CANARY} {REDACTED}"
+    assert base.with_values([]) is base
+    with pytest.raises(TypeError, match="not one string"):
+        base.with_values(CANARY)
+    assert text_of(call, "password=hunter22") == f"password={REDACTED}"
+
+
+# --- patterns -----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("id AKIAIOSFODNN7EXAMPLE,", f"id {REDACTED},"),
+    ("ASIAY34FZKBOKMUTVV7A", REDACTED),
+    (f"jwt={JWT}", f"jwt={REDACTED}"),
+    (f"x {JWT} y", f"x {REDACTED} y"),
+    (f"{PEM}\nafter", f"{REDACTED}\nafter"),
+    ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq", REDACTED),  # truncated output: hidden to the end
+    ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blb\n-----END OPENSSH PRIVATE KEY-----", REDACTED),
+    ("Authorization: Bearer abc123def456ghi", f"Authorization: Bearer {REDACTED}"),
+    ("curl -H 'bearer abc123.def-456_ghi'", f"curl -H 'bearer {REDACTED}'"),
+    ("postgres://app:hunter22@db:5432/app", f"postgres://app:{REDACTED}@db:5432/app"),
+    ("redis://:p@ss@cache:6379", f"redis://:{REDACTED}@cache:6379"),
+    ("DB_PASSWORD=hunter22 next", f"DB_PASSWORD={REDACTED} next"),
+    ("password: hunter22", f"password: {REDACTED}"),
+    ('password = "two words"', f'password = "{REDACTED}"'),
+    ('{"client_secret": "s3", "token_count": 5}', f'{{"client_secret": "{REDACTED}", "token_count": 5}}'),
+    ('{\\"token\\": \\"s3\\"}', f'{{\\"token\\": \\"{REDACTED}\\"}}'),
+    ("'auth_key' => 'abc'", f"'auth_key' => '{REDACTED}'"),
+    ("/cb?access_token=abc&page=2", f"/cb?access_token={REDACTED}&page=2"),
+    ("Authorization: Basic dXNlcjpwYXNz", f"Authorization: Basic {REDACTED}"),
+    ("--api-key=abc123", f"--api-key={REDACTED}"),
+    ("githubToken: ghp_abc", f"githubToken: {REDACTED}"),
+])
+def test_patterns_find_credentials(redactor: Redactor, text: str, expected: str) -> None:
+    result = redactor.redact_text(text)
+    assert result.value == expected
+    assert result.redacted
+
+
+@pytest.mark.parametrize("text", [
+    "AKIAIOSFODNN7EXAMPL is too short",  # 15 characters after AKIA
+    "XAKIAIOSFODNN7EXAMPLE",  # part of a longer token
+    "AKIAIOSFODNN7EXAMPLEX",
+    "eyJhbGciOiJIUzI1NiJ9 alone",  # one segment
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0",  # two segments
+    "-----BEGIN PUBLIC KEY-----\nMIIBIjANBg\n-----END PUBLIC KEY-----",
+    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----",
+    "the bearer of bad news",
+    "uses the Bearer authentication scheme",
+    "https://example.com:8443/path?q=1",
+    "ssh://git@github.com/org/repo",
+    "max_tokens=512, token_count: 7, primary_key=5, sort_key: name",
+    "the password is hunter22",  # no `=` or `:`
+    "keyboard: qwerty, tokenizer=bpe",
+    f"password: {REDACTED}",
+])
+def test_near_misses_survive(redactor: Redactor, text: str) -> None:
+    result = redactor.redact_text(text)
+    assert result.value is text
+    assert result.redacted is False
+
+
+def test_many_secrets_in_a_long_text(redactor: Redactor) -> None:
+    line = "INFO request ok max_tokens=5 user=bob\n"
+    text = line * 2000 + f"token={CANARY}\n" + line * 2000 + "AKIAIOSFODNN7EXAMPLE\n"
+    result = Redactor(known_values=[CANARY]).redact_text(text)
+    assert result.value == line * 2000 + f"token={REDACTED}\n" + line * 2000 + f"{REDACTED}\n"
+
+
+# --- discovery and the Sanitizer contract -------------------------------------------------------------
+
+class _OutsideSanitizer(Sanitizer):
+    def __init__(self, settings: SanitizerSettings) -> None:
+        pass
+
+    def find(self, text: str, folded: str) -> list[Span]:
+        return [(0, len(text))]
+
+
+def test_sanitizers_are_found_not_registered() -> None:
+    found = set(sanitizer_classes())
+    assert {AssignmentSanitizer, CredentialPatternSanitizer, KnownValueSanitizer} <= found
+    # Only the package's own: a subclass defined elsewhere does not join every server's redactor.
+    assert _OutsideSanitizer not in found
+    assert text_of(Redactor(), "hello") == "hello"
+
+
+# --- the log filter -----------------------------------------------------------------------------------
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        self.lines: list[str] = []
+        self.setFormatter(logging.Formatter("%(message)s | %(api_key)s | %(note)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self.lines.append(self.format(record))
+
+
+@pytest.fixture
+def captured() -> Iterator[tuple[logging.Logger, _Capture]]:
+    logger = logging.getLogger("toolhost.test_sanitize")
+    handler = _Capture()
+    handler.addFilter(RedactingLogFilter(Redactor(known_values=[CANARY])))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield logger, handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_log_filter_redacts_message_args_and_extras(captured: tuple[logging.Logger, _Capture]) -> None:
+    logger, handler = captured
+    logger.info("connecting with %s to %s", CANARY, "postgres://app:hunter22@db/app",
+                extra={"api_key": "k-123456789", "note": {"password": "hunter22", "max_tokens": 5}})
+    record = handler.records[0]
+    assert record.getMessage() == f"connecting with {REDACTED} to postgres://app:{REDACTED}@db/app"
+    assert getattr(record, "api_key") == REDACTED  # noqa: B009  -  set by `extra=`, unknown to mypy
+    assert getattr(record, "note") == {"password": REDACTED, "max_tokens": 5}  # noqa: B009
+    assert CANARY not in handler.lines[0] and "hunter22" not in handler.lines[0]
+    assert handler.lines[0].startswith(f"connecting with {REDACTED}")
+
+
+def test_log_filter_redacts_tracebacks(captured: tuple[logging.Logger, _Capture]) -> None:
+    logger, handler = captured
+    try:
+        raise RuntimeError(f"login failed for token={CANARY}")
+    except RuntimeError:
+        logger.exception("call failed", extra={"api_key": None, "note": "n"})
+    assert CANARY not in handler.lines[0]
+    assert f"RuntimeError: login failed for token={REDACTED}" in handler.lines[0]
+
+
+def test_log_filter_leaves_clean_records_alone(captured: tuple[logging.Logger, _Capture]) -> None:
+    logger, handler = captured
+    logger.info("took %d ms", 12, extra={"api_key": "x", "note": "max_tokens=5"})
+    record = handler.records[0]
+    assert record.msg == "took %d ms" and record.args == (12,)
+    assert getattr(record, "note") == "max_tokens=5"  # noqa: B009
+    assert handler.lines[0] == f"took 12 ms | {REDACTED} | max_tokens=5"
+
+
+def test_log_filter_survives_bad_format_arguments(captured: tuple[logging.Logger, _Capture]) -> None:
+    logger, handler = captured
+    logger.info("%d items", CANARY, extra={"api_key": 1, "note": 2})
+    logger.info("%d items", "many", extra={"api_key": 1, "note": 2})
+    assert handler.records[0].getMessage() == f"%d items (unformattable arguments: ('{REDACTED}',))"
+    assert handler.lines[1] == f"%d items (unformattable arguments: ('many',)) | {REDACTED} | 2"
+
+
+# --- streaming ----------------------------------------------------------------------------------------
+
+STREAMED_SECRETS = [
+    CANARY,
+    base64.b64encode(f"x{CANARY}".encode()).decode(),
+    JWT,
+    f"Authorization: Bearer {JWT[:40]}",
+    "postgres://app:hunter22hunter22@db:5432/app",
+    "DB_PASSWORD=hunter22hunter22",
+    PEM,
+    "AKIAIOSFODNN7EXAMPLE",
+]
+
+
+def stream_all(redactor: Redactor, chunks: list[str], hold: int | None = None) -> tuple[str, StreamRedactor]:
+    stream = StreamRedactor(redactor, hold=hold)
+    out = "".join(stream.feed(chunk) for chunk in chunks) + stream.finish()
+    return out, stream
+
+
+@pytest.mark.parametrize("secret", STREAMED_SECRETS)
+def test_a_secret_split_across_two_chunks_is_caught_at_every_split(secret: str) -> None:
+    redactor = Redactor(known_values=[CANARY])
+    text = "lorem ipsum dolor " * 3 + secret + " sit amet\nconsectetur " * 3
+    whole = redactor.redact_text(text).value
+    assert whole != text
+    for split in range(1, len(text)):
+        out, stream = stream_all(redactor, [text[:split], text[split:]], hold=24)
+        assert out == whole, split
+        assert stream.redacted
+
+
+@pytest.mark.parametrize("secret", STREAMED_SECRETS)
+def test_a_secret_streamed_one_character_at_a_time_is_caught(secret: str) -> None:
+    redactor = Redactor(known_values=[CANARY])
+    text = ("filler text here\n" * 4 + secret + "\n") * 2
+    out, stream = stream_all(redactor, list(text), hold=24)
+    assert out == redactor.redact_text(text).value
+    assert stream.redacted
+
+
+def test_a_stream_releases_text_before_it_ends() -> None:
+    stream = StreamRedactor(Redactor())
+    released = stream.feed("clean line of output\n" * 1000)
+    assert len(released) > 10_000
+    assert released + stream.finish() == "clean line of output\n" * 1000
+    assert not stream.redacted
+
+
+def test_a_stream_without_blanks_is_bounded() -> None:
+    stream = StreamRedactor(Redactor(), hold=64, max_pending=4096)
+    released = sum(len(stream.feed("x" * 1000)) for _ in range(100))
+    assert released >= 100_000 - 4096 - 1000
+    assert len(stream.finish()) + released == 100_000
