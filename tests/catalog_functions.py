@@ -50,3 +50,23 @@ def server_is_dumpable() -> bool:
 
     pr_get_dumpable = 3
     return bool(ctypes.CDLL(None).prctl(pr_get_dumpable, 0, 0, 0, 0))
+
+
+def leak(**_: Any) -> dict[str, Any]:
+    """Returns secrets in every shape a tool might, next to ordinary fields that look a little like them."""
+    return {
+        "config": {"DB_PASSWORD": "hunter2hunter2", "githubToken": "ghp_abcdefghijklmnop", "max_tokens": 512,
+                   "token_count": 37, "primary_key": "id"},
+        "note": "connect with postgres://app:s3cretpass@db:5432/app",
+    }
+
+
+def leak_in_error() -> str:
+    raise RuntimeError("login failed for password=hunter2hunter2 with AKIAIOSFODNN7EXAMPLE")
+
+
+def leak_in_log(text: str) -> str:
+    import logging
+
+    logging.getLogger("toolhost.tool.leak_in_log").warning("about to use api_key=%s", text)
+    return "logged"

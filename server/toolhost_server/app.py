@@ -17,6 +17,7 @@ from .registry import Registry
 from .reloading import Reloader, ReloadReport
 from .runners import RunnerSettings
 from .runners.remote import RemoteCaller
+from .sanitize import Redactor
 from .watcher import CatalogWatcher
 
 logger = logging.getLogger("toolhost")
@@ -28,6 +29,8 @@ class Toolhost:
     def __init__(self, config: Config, remote_caller: RemoteCaller | None = None) -> None:
         self.config = config
         self.registry = Registry()
+        # One redactor for outputs and logs; a call adds the credential values it resolved.
+        self.redactor = Redactor(extra_secret_keys=config.redact_keys)
         self.runner_settings = RunnerSettings(
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
@@ -42,7 +45,8 @@ class Toolhost:
         self.pipeline = CallPipeline(
             self.registry, PipelineSettings(
                 max_call_seconds=config.max_call_seconds, max_hops=config.max_hops,
-                max_in_flight_calls=config.max_in_flight_calls))
+                max_in_flight_calls=config.max_in_flight_calls),
+            self.redactor)
         self._watcher: CatalogWatcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
 

@@ -47,6 +47,7 @@ class Config:
     shutdown_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
     log_level: str = "INFO"
+    redact_keys: tuple[str, ...] = ()
 
     def process_identity(self) -> tuple[int, int] | None:
         """The (uid, gid) process tools run as, or None for the server's own user.
@@ -167,6 +168,8 @@ SETTINGS: tuple[Setting, ...] = (
             _non_negative_float),
     Setting("shutdown_grace_seconds", "then give in-flight calls this long to finish", _non_negative_float),
     Setting("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
+    Setting("redact_keys", "more field names whose values are secrets (comma-separated), besides the built-in "
+            "password/secret/token/api_key... rule", _list(",")),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 

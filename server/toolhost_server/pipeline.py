@@ -6,6 +6,7 @@ Every call, whichever surface it came from, goes through `CallPipeline.call`; th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import time
@@ -25,6 +26,7 @@ from .errors import (
 from .model import ToolSpec
 from .registry import Registry
 from .runners import Invocation, RunOutcome, ToolFailure
+from .sanitize import Redactor
 
 logger = logging.getLogger("toolhost.calls")
 
@@ -74,9 +76,10 @@ class PipelineSettings:
 
 
 class CallPipeline:
-    def __init__(self, registry: Registry, settings: PipelineSettings) -> None:
+    def __init__(self, registry: Registry, settings: PipelineSettings, redactor: Redactor | None = None) -> None:
         self._registry = registry
         self._settings = settings
+        self._redactor = redactor or Redactor()
         self._accepting = True
         self._in_flight = 0
         self._in_flight_by_tool: dict[str, int] = {}
@@ -159,6 +162,7 @@ class CallPipeline:
                 "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
         finally:
             self._release(tool.spec)
+        outcome, redacted = _redact(outcome, self._redactor)
         duration_ms = (time.perf_counter() - started) * 1000
         return CallResult(
             success=outcome.failure is None,
@@ -168,7 +172,25 @@ class CallPipeline:
             started_at=started_at,
             duration_ms=duration_ms,
             outcome=outcome,
+            redacted=redacted,
         )
+
+
+def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:
+    """The outcome with secrets replaced in everything the caller will see, and whether any were."""
+    output = redactor.redact_text(outcome.output)
+    stderr = redactor.redact_text(outcome.stderr)
+    structured = redactor.redact_value(outcome.structured)
+    failure = outcome.failure
+    failure_redacted = False
+    if failure is not None:
+        message = redactor.redact_text(failure.message)
+        failure, failure_redacted = ToolFailure(failure.code, message.value), message.redacted
+    redacted = output.redacted or stderr.redacted or structured.redacted or failure_redacted
+    if not redacted:
+        return outcome, False
+    return dataclasses.replace(outcome, output=output.value, stderr=stderr.value, structured=structured.value,
+                               failure=failure), True
 
 
 def _over_capacity(what: str) -> OverCapacityError:

@@ -19,15 +19,21 @@ import sys
 
 from .api.server import GrpcServer, create_toolhost
 from .config import Config
+from .sanitize import RedactingLogFilter, Redactor
 
 logger = logging.getLogger("toolhost")
 
 _PR_SET_DUMPABLE = 4
 
 
-def configure_logging(level: str) -> None:
+def configure_logging(level: str, redactor: Redactor | None = None) -> None:
+    """Log to stderr; every record passes the redactor first, so a secret that reaches a log line (a tool's
+    own logger, an exception message) is replaced before it is written."""
     logging.basicConfig(
         level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+    log_filter = RedactingLogFilter(redactor or Redactor())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(log_filter)
 
 
 def harden_process() -> None:
@@ -48,6 +54,7 @@ async def serve(config: Config) -> int:
     """Serve until a signal asks to stop; return the exit status."""
     harden_process()
     toolhost = create_toolhost(config)
+    configure_logging(config.log_level, toolhost.redactor)
     report = await toolhost.start()
     if not report.success:
         # Without a catalog there is nothing sensible to serve; failing fast shows the reason in the

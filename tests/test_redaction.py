@@ -1,0 +1,99 @@
+"""Redaction on the call path and in logs, through a real server."""
+
+from __future__ import annotations
+
+import json
+
+import grpc
+from google.protobuf import json_format
+
+from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
+
+from conftest import write_tool
+from server_process import ServerProcess
+
+SECRETS = ("hunter2hunter2", "ghp_abcdefghijklmnop", "s3cretpass", "AKIAIOSFODNN7EXAMPLE", "sk-live-0123456789")
+
+
+def python_tool(name: str, function: str, parameters: str = "") -> str:
+    return (f"name: {name}\ndescription: Leaks on purpose.\n"
+            f"runner: {{type: python, entrypoint: 'catalog_functions:{function}'}}\n{parameters}")
+
+
+async def call(server, name: str, arguments: dict | None = None) -> tool_service_pb2.CallToolResponse:
+    return await server.stub.CallTool(
+        tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments or {})))
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in SECRETS:
+        assert secret not in text, secret
+
+
+async def test_outputs_and_structured_output_are_redacted_and_ordinary_fields_survive(start_server, tmp_path):
+    write_tool(tmp_path, "leak", python_tool("leak", "leak"))
+    server = await start_server(catalog_dirs=[tmp_path])
+    response = await call(server, "leak")
+    assert response.success and response.redacted
+    assert_no_secret(response.output)
+    assert_no_secret(str(response.structured_output))
+    structured = json_format.MessageToDict(response.structured_output)
+    config = structured["config"]
+    assert config["DB_PASSWORD"] == "[REDACTED]" and config["githubToken"] == "[REDACTED]"
+    assert config["max_tokens"] == 512 and config["token_count"] == 37 and config["primary_key"] == "id"
+    assert structured["note"] == "connect with postgres://app:[REDACTED]@db:5432/app"
+
+
+async def test_process_output_and_stderr_are_redacted(start_server, tmp_path):
+    write_tool(tmp_path, "shout", "name: shout\ndescription: Prints secrets.\nrunner: {type: script, script: "
+               '"#!/bin/sh\\necho Authorization: Bearer sk-live-0123456789\\necho password=hunter2hunter2 >&2\\n"}\n')
+    server = await start_server(catalog_dirs=[tmp_path])
+    response = await call(server, "shout")
+    assert response.redacted
+    assert response.output.strip() == "Authorization: Bearer [REDACTED]"
+    assert response.stderr.strip() == "password=[REDACTED]"
+
+
+async def test_error_messages_are_redacted(start_server, tmp_path):
+    write_tool(tmp_path, "oops", python_tool("oops", "leak_in_error"))
+    server = await start_server(catalog_dirs=[tmp_path])
+    response = await call(server, "oops")
+    assert not response.success and response.redacted and response.error.code == "TOOL_EXCEPTION"
+    assert_no_secret(response.error.message)
+    assert "password=[REDACTED]" in response.error.message
+
+
+async def test_a_clean_result_is_not_marked_redacted(start_server):
+    server = await start_server()
+    response = await call(server, "echo", {"text": "max_tokens=512 and nothing secret"})
+    assert response.output == "max_tokens=512 and nothing secret" and not response.redacted
+
+
+async def test_configured_keys_are_redacted_too(start_server, tmp_path):
+    write_tool(tmp_path, "leak", python_tool("leak", "leak"))
+    server = await start_server(catalog_dirs=[tmp_path], redact_keys=("primary_key",))
+    response = await call(server, "leak")
+    assert json_format.MessageToDict(response.structured_output)["config"]["primary_key"] == "[REDACTED]"
+
+
+async def test_the_servers_log_lines_are_redacted(tmp_path):
+    write_tool(tmp_path, "leak_in_log", python_tool(
+        "leak_in_log", "leak_in_log", "parameters: [{name: text, type: string, required: true}]\n"))
+    write_tool(tmp_path, "oops", python_tool("oops", "leak_in_error"))
+    server = ServerProcess("--catalog-dir", str(tmp_path))
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(server.target) as channel:
+            stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+            await stub.CallTool(tool_service_pb2.CallToolRequest(
+                name="leak_in_log", arguments_json=json.dumps({"text": "sk-live-0123456789"})))
+            await stub.CallTool(tool_service_pb2.CallToolRequest(name="oops"))
+        assert server.process is not None
+        server.process.terminate()
+        assert await server.wait() == 0
+    finally:
+        await server.stop()
+    log = server.log.decode()
+    assert "about to use api_key=[REDACTED]" in log  # the tool's log line was written, without its secret
+    assert "RuntimeError" in log                      # and the exception's traceback, without its secrets
+    assert_no_secret(log)
