@@ -53,3 +53,16 @@ def test_readme_starts_with_the_two_commands():
     readme = (REPO_ROOT / "README.md").read_text()
     first_block = readme.split("```")[1]
     assert "make run" in first_block and "make test" in first_block
+
+
+def test_the_security_page_names_tests_that_exist():
+    import re
+
+    page = (REPO_ROOT / "docs" / "security.md").read_text()
+    named = set(re.findall(r"tests/[\w/]+\.py(?:::\w+)?", page))
+    assert len(named) >= 8
+    for reference in named:
+        path, _, test = reference.partition("::")
+        assert (REPO_ROOT / path).exists(), reference
+        if test:
+            assert f"def {test}(" in (REPO_ROOT / path).read_text(), reference
