@@ -232,3 +232,36 @@ async def test_dns_nameserver_is_checked(start_server):
     server = await start_server()
     message = await expect_denied(server, "dns_lookup", domain="example.com", nameserver=METADATA)
     assert METADATA in message and "169.254.0.0/16" in message
+
+
+async def test_ping_and_traceroute_are_held_to_the_policy(start_server, monkeypatch):
+    server = await start_server()
+    for tool in ("shell_ping", "traceroute"):
+        started = time.perf_counter()
+        response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+            name=tool, arguments_json=json.dumps({"host": "169.254.169.254"})))
+        assert response.error.code == "EGRESS_DENIED", (tool, response.error)
+        assert time.perf_counter() - started < 1 and not response.HasField("exit_code")  # never ran
+    monkeypatch.setenv("TOOLHOST_EGRESS_DENY", "127.0.0.0/8,::1/128")
+    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+        name="shell_ping", arguments_json=json.dumps({"host": "localhost", "count": 1})))
+    assert response.error.code == "EGRESS_DENIED" and "localhost" in response.error.message
+
+
+async def test_ping_gets_the_checked_address_not_the_name(start_server):
+    server = await start_server()
+    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+        name="shell_ping", arguments_json=json.dumps({"host": "localhost", "count": 1, "timeout_seconds": 1})))
+    assert response.success, response.error
+    first_line = response.output.splitlines()[0]
+    assert first_line.startswith(("PING 127.0.0.1 (127.0.0.1)", "PING ::1(::1)")), first_line
+
+
+async def test_egress_hosts_must_name_declared_parameters(start_server, tmp_path):
+    (tmp_path / "bad.yaml").write_text(
+        "name: bad\ndescription: Names a parameter it lacks.\n"
+        "runner: {type: process, argv: [ping, '{host}'], egress_hosts: [target]}\n"
+        "parameters: [{name: host, type: string, required: true}]\n")
+    server = await start_server(catalog_dirs=[tmp_path])
+    report = await server.stub.Reload(tool_service_pb2.ReloadRequest())
+    assert [e.reason for e in report.errors] == ["egress_hosts names undeclared parameters: target"]

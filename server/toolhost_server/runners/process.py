@@ -34,7 +34,9 @@ from typing import Any, Final
 
 from ..errors import FieldViolation, InvalidArgumentsError
 from ..model import ToolSpec
-from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome
+from ..tools.base import ToolRaisedFailure
+from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome, ToolFailure
+from .egress_hosts import egress_hosts, pin_egress_hosts
 from .process_config import (
     WholeNumbers,
     check_keys,
@@ -48,7 +50,7 @@ from .process_launch import ChildCommand, run_command
 
 _PLACEHOLDER: Final = re.compile(r"\{([^{}\s]+)\}")
 _EMBEDDED_PLACEHOLDER: Final = re.compile(r"\{[^{}\s]+\}")
-_KEYS: Final = frozenset({"type", "argv", "env", "cwd", "install_hint", "run_as_server_user"})
+_KEYS: Final = frozenset({"type", "argv", "env", "cwd", "install_hint", "run_as_server_user", "egress_hosts"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +175,7 @@ class ProcessRunner(Runner):
         self._install_hint = hint
         self._settings = settings
         self._identity: tuple[int, int] | None = settings.process_identity
+        self._egress_hosts: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], tool: ToolSpec, settings: RunnerSettings) -> ProcessRunner:
@@ -180,10 +183,17 @@ class ProcessRunner(Runner):
         template = ArgvTemplate.parse(config.get("argv"), tool)
         runner = cls(template, static_env(config), working_directory(config), install_hint(config), settings)
         runner._identity = None if runs_as_server_user(config) else settings.process_identity
+        runner._egress_hosts = egress_hosts(config, tool)
         return runner
 
     async def run(self, invocation: Invocation) -> RunOutcome:
-        argv = self._template.render(invocation.tool.name, invocation.arguments)
+        arguments = invocation.arguments
+        if self._egress_hosts:
+            try:
+                arguments = await pin_egress_hosts(arguments, self._egress_hosts, invocation.timeout_seconds)
+            except ToolRaisedFailure as exc:
+                return RunOutcome(failure=ToolFailure(exc.code, exc.message))
+        argv = self._template.render(invocation.tool.name, arguments)
         command = ChildCommand(tool=invocation.tool.name, argv=argv, program=self._template.program, env=self._env,
                                cwd=self._cwd, install_hint=self._install_hint, identity=self._identity)
         return await run_command(command, self._settings)
