@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -119,7 +120,10 @@ async def test_a_second_signal_stops_at_once(served, tmp_path):
         await calls_started(tmp_path / "started", 1)
         assert server.process is not None
         server.process.send_signal(signal.SIGTERM)
-        await asyncio.sleep(0.5)
+        async with asyncio.timeout(10):  # handled once health says NOT_SERVING, or new RPCs are refused
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                while await health_status(channel) != health_pb2.HealthCheckResponse.NOT_SERVING:
+                    await asyncio.sleep(0.02)
         server.process.send_signal(signal.SIGTERM)
         assert await server.wait(timeout=15) == 0  # not after the 60 s grace
         with pytest.raises(grpc.aio.AioRpcError):

@@ -35,7 +35,6 @@ class Toolhost:
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
             pipeline_target=config.pipeline_target,
-            max_hops=config.max_hops,
             remote_caller=remote_caller,
             sync_tool_slots=threading.BoundedSemaphore(config.sync_tool_threads),
             process_identity=config.process_identity(),

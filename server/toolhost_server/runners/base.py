@@ -67,7 +67,6 @@ class RunnerSettings:
     kill_grace_seconds: float = 2.0
     max_output_bytes: int = 1024 * 1024
     pipeline_target: str = ""
-    max_hops: int = 8
     # The transport of the remote runner; the API layer provides it (runners do not speak gRPC).
     remote_caller: RemoteCaller | None = None
     # The (uid, gid) process tools run as; None runs them as the server's own user. See Config.process_user.
