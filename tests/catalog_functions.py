@@ -6,12 +6,15 @@ The tests directory is on sys.path under pytest; subprocess servers get it throu
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolhost_server.tools.base import ToolOutput
+from toolhost_server.model import Parameter
+from toolhost_server.tools.base import Tool, ToolContext, ToolOutput, ToolRaisedFailure
 
 
 async def sleep_echo(seconds: float, text: str = "done") -> str:
@@ -65,8 +68,49 @@ def leak_in_error() -> str:
     raise RuntimeError("login failed for password=hunter2hunter2 with AKIAIOSFODNN7EXAMPLE")
 
 
+def leak_in_failure() -> str:
+    raise ToolRaisedFailure("login failed for password=hunter2hunter2 with AKIAIOSFODNN7EXAMPLE", "LOGIN_FAILED")
+
+
 def leak_in_log(text: str) -> str:
     import logging
 
     logging.getLogger("toolhost.tool.leak_in_log").warning("about to use api_key=%s", text)
     return "logged"
+
+
+class ReportsProgress(Tool):
+    """Reports progress `steps` times (from a worker thread: `run` is sync), mentioning a secret each time."""
+
+    name = "reports_progress"
+    description = "Counts to steps, reporting progress."
+    parameters = (Parameter("steps", "integer", "How many steps.", required=True),)
+
+    def run(self, arguments: Mapping[str, Any], context: ToolContext) -> str:  # type: ignore[override]
+        steps = arguments["steps"]
+        for step in range(1, steps + 1):
+            context.report_progress(step, steps, f"step {step} with password=hunter2hunter2")
+        return f"counted to {steps}"
+
+
+class CanaryEverywhere(Tool):
+    """Puts the `canary` credential everywhere a tool can: log, progress, output, structured output, failure."""
+
+    name = "canary_everywhere"
+    description = "Leaks its credential on purpose."
+    parameters = (Parameter("fail", "boolean", "Fail with the credential in the message."),)
+    credentials = ("canary",)
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        token = context.credentials["canary"]["token"]
+        context.logger.warning("calling the service with token %s", token)
+        context.report_progress(1, 2, f"authenticated as {token}")
+        if arguments.get("fail"):
+            raise ToolRaisedFailure(f"the service refused {token}", "REFUSED")
+        encoded = base64.b64encode(f"user:{token}".encode()).decode()
+        return ToolOutput(text=f"token {token} and basic {encoded}", structured={"note": token, "basic": encoded})
+
+
+def canary_function(credentials: Any) -> str:
+    """A function tool gets the credentials its YAML declares as the `credentials` keyword."""
+    return f"function sees {credentials['canary'].token}"

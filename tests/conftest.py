@@ -22,6 +22,9 @@ from toolhost_server.api.server import GrpcServer, create_toolhost
 from toolhost_server.app import Toolhost
 from toolhost_server.config import Config
 
+# A throwaway PostgreSQL server (the `postgres_cluster` and `postgres_url` fixtures).
+pytest_plugins = ["postgres_cluster"]
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
 

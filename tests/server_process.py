@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 TESTS_DIR = Path(__file__).resolve().parent
-_LISTENING = re.compile(rb"serving gRPC on 127\.0\.0\.1:(\d+)")
+_LISTENING = re.compile(rb"serving gRPC on (?:127\.0\.0\.1|0\.0\.0\.0):(\d+)")  # 0.0.0.0: with --insecure
 
 
 class ServerProcess:

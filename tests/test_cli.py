@@ -74,6 +74,9 @@ async def server(start_server: ServerFactory, tmp_path: Path) -> RunningServer:
     catalog = tmp_path / "catalog"
     write_tool(catalog, "greet_someone")
     write_tool(catalog, "typed", TYPED_TOOL)
+    write_tool(catalog, "chatty", (
+        "name: chatty\ndescription: Writes to both streams.\n"
+        "runner: {type: script, script: \"#!/bin/sh\\necho out one\\necho err one >&2\\nprintf 'out two'\\n\"}\n"))
     for name, (description, entrypoint, parameters) in TOOLS.items():
         write_tool(catalog, name, (
             f"name: {name}\ndescription: {description}\n"
@@ -179,10 +182,17 @@ async def test_call_with_bad_arguments_exits_2_and_names_the_field(server, argum
     assert "Traceback" not in run.err
 
 
+async def test_call_stream_prints_both_streams_as_they_come(server):
+    run = await toolhost("--target", server.target, "call", "--stream", "chatty")
+    assert (run.code, run.out, run.err) == (0, "out one\nout two\n", "err one\n")
+    run = await toolhost("--target", server.target, "call", "--stream", "to_text", "object=7")
+    assert (run.code, run.out) == (0, "7\n"), run.err
+
+
 async def test_call_of_a_failing_tool_exits_1_with_the_error_code(server):
     run = await toolhost("--target", server.target, "call", "parse_json", "s=not json")
     assert run.code == 1
-    assert "tool parse_json failed: TOOL_EXCEPTION: JSONDecodeError" in run.err
+    assert "tool parse_json failed: TOOL_EXCEPTION: tool 'parse_json' failed with an unexpected error" in run.err
 
 
 async def test_call_past_the_timeout_exits_1_with_deadline_exceeded(server):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 
 import pytest
@@ -17,6 +18,18 @@ async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
         out, err = await process.communicate()
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
+
+
+def json_messages(text: str) -> list[dict]:
+    """The messages of a server stream as grpcurl prints them: JSON objects one after the other."""
+    decoder, position, messages = json.JSONDecoder(), 0, []
+    text = text.strip()
+    while position < len(text):
+        message, position = decoder.raw_decode(text, position)
+        messages.append(message)
+        while position < len(text) and text[position].isspace():
+            position += 1
+    return messages
 
 
 @pytest.fixture
@@ -37,7 +50,7 @@ async def test_list_and_describe_through_reflection(grpcurl):
                                 "grpc.reflection.v1alpha.ServerReflection"}
     code, out, err = await grpcurl("describe", "toolhost.v1.ToolService")
     assert code == 0, err
-    for rpc in ("ListTools", "GetTool", "CallTool", "Reload", "WatchTools"):
+    for rpc in ("ListTools", "GetTool", "CallTool", "StreamCallTool", "Reload", "WatchTools"):
         assert f"rpc {rpc}" in out
     code, out, _ = await grpcurl("describe", "toolhost.v1.CallToolResponse")
     assert "original_size_bytes" in out and ".google.protobuf.Value structured_output" in out
@@ -58,6 +71,13 @@ async def test_every_rpc_can_be_called(grpcurl):
     assert code == 0, err
     called = json.loads(out)
     assert called["success"] is True and called["output"] == "from grpcurl"
+
+    code, out, err = await grpcurl("toolhost.v1.ToolService/StreamCallTool", data={"name": "disk_free"})
+    assert code == 0, err
+    events = json_messages(out)
+    assert [list(e) for e in events[:1]] == [["output"]] and events[0]["output"]["stream"] == "OUTPUT_STREAM_STDOUT"
+    assert list(events[-1]) == ["result"] and events[-1]["result"]["success"] is True
+    assert base64.b64decode(events[0]["output"]["data"]).decode().startswith("Filesystem")
 
     code, out, err = await grpcurl("toolhost.v1.ToolService/Reload")
     assert code == 0, err

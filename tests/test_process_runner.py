@@ -295,6 +295,17 @@ def test_capped_stream_memory_stays_at_the_limit():
     assert len(stream._kept) == 1000 and len(stream._tail) <= 1024
 
 
+def test_the_quoted_last_line_never_starts_inside_a_word_cut_by_the_tail():
+    stream = CappedStream(10)
+    # The tail keeps the last 1024 bytes, which begin 11 bytes before the end of the access key id: its
+    # second half, which nothing could recognise as a secret any more.
+    stream.feed(b"x" * 2000 + b" AKIAIOSFODNN7EXAMPLE" + b" y" * 500 + b" failed here\n")
+    assert stream.last_line().startswith("y y y") and "EXAMPLE" not in stream.last_line()
+    whole = CappedStream(10)
+    whole.feed(b"short line\nlast line\n")
+    assert whole.last_line() == "last line"
+
+
 async def test_a_timeout_kills_the_whole_tree_before_the_response(start_server, tmp_path):
     tag = marker()
     add_tool(tmp_path, "stubborn", {"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],

@@ -55,12 +55,21 @@ async def test_process_output_and_stderr_are_redacted(start_server, tmp_path):
 
 
 async def test_error_messages_are_redacted(start_server, tmp_path):
+    write_tool(tmp_path, "oops", python_tool("oops", "leak_in_failure"))
+    server = await start_server(catalog_dirs=[tmp_path])
+    response = await call(server, "oops")
+    assert not response.success and response.redacted and response.error.code == "LOGIN_FAILED"
+    assert_no_secret(response.error.message)
+    assert "password=[REDACTED]" in response.error.message
+
+
+async def test_an_unexpected_exception_reaches_the_caller_as_a_generic_message(start_server, tmp_path):
     write_tool(tmp_path, "oops", python_tool("oops", "leak_in_error"))
     server = await start_server(catalog_dirs=[tmp_path])
     response = await call(server, "oops")
-    assert not response.success and response.redacted and response.error.code == "TOOL_EXCEPTION"
-    assert_no_secret(response.error.message)
-    assert "password=[REDACTED]" in response.error.message
+    assert not response.success and response.error.code == "TOOL_EXCEPTION"
+    assert "login failed" not in response.error.message and "RuntimeError" not in response.error.message
+    assert response.call_id in response.error.message
 
 
 async def test_a_clean_result_is_not_marked_redacted(start_server):

@@ -426,6 +426,47 @@ def test_a_secret_streamed_one_character_at_a_time_is_caught(secret: str) -> Non
     assert stream.redacted
 
 
+@pytest.mark.parametrize("secret", STREAMED_SECRETS)
+def test_a_secret_is_caught_when_every_chunk_is_flushed_at_once(secret: str) -> None:
+    # Live output: each chunk is released as far as possible right away (feed + flush), yet a secret split
+    # anywhere, including inside the known value's spaces and the PEM block's lines, never leaks a part.
+    # Released early, a chunk may be redacted a little more than the whole text would be ("Authorization:
+    # [REDACTED] [REDACTED]"), or keep a harmless header ("-----BEGIN [REDACTED]"); no piece of a secret passes.
+    redactor = Redactor(known_values=[CANARY, "correct horse battery staple"])
+    text = "lorem ipsum dolor " * 3 + secret + " sit amet\nconsectetur correct horse battery staple\n"
+    cores = [base64.b64encode(f"x{CANARY}".encode()).decode()[4:], CANARY, JWT[:40], "hunter22hunter22",
+             "MIIEowIBAAKCAQEA7bq9", "q3m+Zx0aBcDeFgHiJ", "AKIAIOSFODNN7EXAMPLE"]
+    pieces = {core[i:i + 6] for core in cores if core in secret for i in range(len(core) - 5)}
+    assert pieces
+    for split in range(1, len(text)):
+        stream = StreamRedactor(redactor)
+        first = stream.feed(text[:split]) + stream.flush()
+        out = first + stream.feed(text[split:]) + stream.flush() + stream.finish()
+        assert not [piece for piece in pieces if piece in out], (split, out)
+        assert "horse" not in out and out.endswith(" sit amet\nconsectetur [REDACTED]\n") and stream.redacted
+
+
+def test_flush_releases_whole_lines_at_once_and_holds_a_trailing_token() -> None:
+    stream = StreamRedactor(Redactor())
+    assert stream.feed("first line\n") + stream.flush() == "first line\n"
+    assert stream.feed("value: abc") + stream.flush() == "value: "
+    assert stream.finish() == "abc"
+
+
+def test_safe_end_cuts_before_a_token_or_the_start_of_a_known_value() -> None:
+    redactor = Redactor(known_values=["correct horse battery staple"])
+    assert redactor.safe_end("keep this AKIAIOSFOD") == len("keep this ")
+    assert redactor.safe_end("whole lines only\n") == len("whole lines only\n")
+    assert redactor.safe_end("the pass is correct hor") == len("the pass is ")
+    assert redactor.safe_end("é" * 10) == 10
+
+
+def test_finish_of_a_cut_stream_drops_what_may_be_half_a_secret() -> None:
+    stream = StreamRedactor(Redactor())
+    released = stream.feed("x " * 3000) + stream.flush()
+    assert released + stream.finish("key AKIAIOSF", cut=True) == "x " * 3000 + "key "
+
+
 def test_a_stream_releases_text_before_it_ends() -> None:
     stream = StreamRedactor(Redactor())
     released = stream.feed("clean line of output\n" * 1000)

@@ -10,14 +10,17 @@ import logging
 import threading
 from contextlib import suppress
 
+from .audit import AuditTrail
+from .auth import Authenticator
 from .catalog.loader import ToolLoader
 from .config import Config
+from .credentials import CredentialResolver
 from .pipeline import CallPipeline, PipelineSettings
 from .registry import Registry
 from .reloading import Reloader, ReloadReport
 from .runners import RunnerSettings
 from .runners.remote import RemoteCaller
-from .sanitize import Redactor
+from .sanitize import LearningRedactor, Redactor
 from .watcher import CatalogWatcher
 
 logger = logging.getLogger("toolhost")
@@ -29,8 +32,8 @@ class Toolhost:
     def __init__(self, config: Config, remote_caller: RemoteCaller | None = None) -> None:
         self.config = config
         self.registry = Registry()
-        # One redactor for outputs and logs; a call adds the credential values it resolved.
-        self.redactor = Redactor(extra_secret_keys=config.redact_keys)
+        # One redactor for outputs and logs; it learns the credential values calls resolve.
+        self.redactor = LearningRedactor(Redactor(extra_secret_keys=config.redact_keys))
         self.runner_settings = RunnerSettings(
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
@@ -39,17 +42,25 @@ class Toolhost:
             sync_tool_slots=threading.BoundedSemaphore(config.sync_tool_threads),
             process_identity=config.process_identity(),
         )
+        # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
+        self.credentials = CredentialResolver.from_config(config)
+        self.audit = AuditTrail()
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
         self.reloader = Reloader(self.loader, self.registry)
         self.pipeline = CallPipeline(
             self.registry, PipelineSettings(
                 max_call_seconds=config.max_call_seconds, max_hops=config.max_hops,
                 max_in_flight_calls=config.max_in_flight_calls),
-            self.redactor)
+            self.redactor, self.audit, self.credentials)
+        # Reads the auth file now: a server whose rights table is unusable must not start (AuthFileError).
+        self.authenticator = Authenticator.from_config(config)
         self._watcher: CatalogWatcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
 
     async def start(self) -> ReloadReport:
+        self.audit.start()
+        for line in self.credentials.describe():
+            logger.info("credentials: %s", line)
         report = await self.reloader.reload("start")
         if self.config.watch_catalog:
             self._watcher = CatalogWatcher(
@@ -62,6 +73,8 @@ class Toolhost:
 
     async def close(self) -> None:
         self.registry.close()
+        await self.audit.close()
+        self.credentials.close()
         if self._watch_task is not None:
             self._watch_task.cancel()
             with suppress(asyncio.CancelledError):

@@ -48,6 +48,19 @@ class Config:
     shutdown_grace_seconds: float = 10.0
     log_level: str = "INFO"
     redact_keys: tuple[str, ...] = ()
+    # Empty: $XDG_DATA_HOME/toolhost, or ~/.local/share/toolhost (see effective_data_dir).
+    data_dir: str = ""
+    # Empty: the SQLite file toolhost.db in the data dir.
+    database_url: str = ""
+    credentials_dir: str = ""
+    store_key_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+    auth_file: str = ""
+    trusted_unix_socket: bool = False
+    # Serve a non-loopback address without TLS and authentication (a proxy or mesh in front provides them).
+    insecure: bool = False
 
     def process_identity(self) -> tuple[int, int] | None:
         """The (uid, gid) process tools run as, or None for the server's own user.
@@ -66,6 +79,13 @@ class Config:
             return tuple(Path(d) for d in self.catalog_dirs)
         return (BUNDLED_CATALOG,)
 
+    def effective_data_dir(self) -> Path:
+        """Where the server keeps its own data; created (0700) by what first writes there, not here."""
+        if self.data_dir:
+            return Path(self.data_dir)
+        base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+        return Path(base) / "toolhost"
+
 
 @dataclass(frozen=True, slots=True)
 class Setting:
@@ -81,6 +101,11 @@ class Setting:
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def is_switch(self) -> bool:
+        """A true/false setting, whose flag alone means true (`--insecure`)."""
+        return self.parse is _bool
 
 
 def _address(value: Any) -> str:
@@ -135,6 +160,11 @@ def _user(value: Any) -> str:
     return name
 
 
+def _path(value: Any) -> str:
+    text = str(value).strip()
+    return os.path.expanduser(text) if text else ""
+
+
 def _log_level(value: Any) -> str:
     level = str(value).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -170,6 +200,23 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
     Setting("redact_keys", "more field names whose values are secrets (comma-separated), besides the built-in "
             "password/secret/token/api_key... rule", _list(",")),
+    Setting("data_dir", "directory of the server's own data, such as the SQLite database (default "
+            "$XDG_DATA_HOME/toolhost or ~/.local/share/toolhost; created 0700 when first needed)", _path),
+    Setting("database_url", "the store's database: empty for the SQLite file toolhost.db in data_dir, or "
+            "postgresql://USER:PASSWORD@HOST:PORT/DB (set it in the environment or config file: flags show in ps)",
+            str),
+    Setting("credentials_dir", "directory of <name>.<key> credential files, such as a mounted Kubernetes Secret",
+            _path),
+    Setting("store_key_file", "file holding the base64 key that encrypts values in the database (or give the key "
+            "itself in TOOLHOST_STORE_KEY)", _path),
+    Setting("tls_cert_file", "PEM certificate chain to serve gRPC over TLS (read again when it changes)", str),
+    Setting("tls_key_file", "PEM private key of tls_cert_file", str),
+    Setting("tls_client_ca_file", "PEM CA certificates; TCP clients must then present a certificate they signed "
+            "(mTLS)", str),
+    Setting("auth_file", "YAML file of roles, token hashes and certificate entries (read again when it changes)",
+            str),
+    Setting("trusted_unix_socket", "callers on unix_socket are admin without credentials (sidecar mode)", _bool),
+    Setting("insecure", "allow a non-loopback grpc_address without TLS and authentication", _bool),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 

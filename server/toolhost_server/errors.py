@@ -8,14 +8,19 @@
      ├── HopLimitExceededError     remote forwarding loop           -> FAILED_PRECONDITION
      ├── OverCapacityError         no room for another call         -> RESOURCE_EXHAUSTED + RetryInfo
      ├── CallerDeadlineExceeded    the caller's deadline passed     -> DEADLINE_EXCEEDED
+     ├── UnauthenticatedError      no or bad credentials            -> UNAUTHENTICATED
+     ├── PermissionDeniedError     a visible tool it may not call   -> PERMISSION_DENIED
      └── ShuttingDownError         the server is draining           -> UNAVAILABLE
 
 A tool that ran and failed is not an exception: it is a CallResult with success=False and a ToolFailure.
+MissingCredentialsError (credentials a tool declares cannot be resolved) is raised before the tool runs, and the
+call pipeline reports it the same way, as a ToolFailure with code MISSING_CREDENTIALS, so it is no ToolhostError.
 Problems with catalog files are not exceptions either once loading is done: they are CatalogProblem records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -101,3 +106,32 @@ class ShuttingDownError(ToolhostError):
     """The server is draining and takes no new calls."""
 
     reason = "SHUTTING_DOWN"
+
+
+class UnauthenticatedError(ToolhostError):
+    """The server requires authentication and the request brought none, or none that is valid."""
+
+    reason = "UNAUTHENTICATED"
+
+
+class PermissionDeniedError(ToolhostError):
+    """The caller is known but may not do this (a tool it sees but may not call, or an admin action).
+
+    A tool the caller may not even see is a ToolNotFoundError instead, exactly as if it did not exist.
+    """
+
+    reason = "PERMISSION_DENIED"
+
+
+class MissingCredentialsError(Exception):
+    """Credentials a tool declares cannot be resolved. `problems` maps each such name to why (not found in
+    any source, or a source that failed or holds an unusable value); no message ever holds a value."""
+
+    code = "MISSING_CREDENTIALS"
+
+    def __init__(self, problems: Mapping[str, str]) -> None:
+        self.problems = dict(problems)
+        self.names = tuple(self.problems)
+        listed = "; ".join(f"{name} ({why})" for name, why in self.problems.items())
+        self.message = f"missing credentials: {listed}"
+        super().__init__(self.message)

@@ -1,8 +1,9 @@
 """ListTools: filters and AIP-158 pagination with opaque keyset tokens.
 
-A token holds the last name returned and a digest of the filter. Names are the sort key, so a token stays
-valid across reloads (it continues after that name in whatever generation serves the next page), and a token
-used with a different filter is refused rather than silently giving a wrong page.
+A token holds the last name returned and a digest of the filter and of the caller's roles. Names are the sort
+key, so a token stays valid across reloads (it continues after that name in whatever generation serves the next
+page); a token used with a different filter, or by a caller with other roles, is refused rather than silently
+giving a wrong page. Only the tools the caller may see are listed.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .auth import ANONYMOUS, Caller
 from .errors import InvalidPageTokenError, InvalidRequestError
 from .model import ToolSpec
 from .registry import RegisteredTool, Snapshot
@@ -46,8 +48,9 @@ class ToolFilter:
             return False
         return not (self.provider in CLI_PROVIDERS and spec.category in CLI_EXCLUDED_CATEGORIES)
 
-    def digest(self) -> str:
-        return hashlib.sha256(json.dumps(self.key()).encode()).hexdigest()[:16]
+    def digest(self, visibility: Sequence[str] = ()) -> str:
+        """Of the filter and of what decides the caller's view (Caller.visibility)."""
+        return hashlib.sha256(json.dumps([self.key(), list(visibility)]).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,14 +61,16 @@ class ToolPage:
     generation: int
 
 
-def list_tools(snapshot: Snapshot, tool_filter: ToolFilter, page_size: int, page_token: str) -> ToolPage:
-    """One page of the tools matching `tool_filter`, sorted by name."""
+def list_tools(
+    snapshot: Snapshot, tool_filter: ToolFilter, page_size: int, page_token: str, caller: Caller = ANONYMOUS
+) -> ToolPage:
+    """One page of the tools matching `tool_filter` that `caller` may see, sorted by name."""
     if page_size < 0:
         raise InvalidRequestError(f"page_size must not be negative (got {page_size}); use 0 for the default of "
                                   f"{DEFAULT_PAGE_SIZE}")
     size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-    digest = tool_filter.digest()
-    names = snapshot.filtered(tool_filter.key(), tool_filter.matches)
+    digest = tool_filter.digest(caller.visibility)
+    names = _matching_names(snapshot, tool_filter, caller)
     start = Snapshot.position_after(names, _decode_token(page_token, digest)) if page_token else 0
     page_names = names[start:start + size]
     more = start + size < len(names)
@@ -76,6 +81,14 @@ def list_tools(snapshot: Snapshot, tool_filter: ToolFilter, page_size: int, page
         total_size=len(names),
         generation=snapshot.generation,
     )
+
+
+def _matching_names(snapshot: Snapshot, tool_filter: ToolFilter, caller: Caller) -> tuple[str, ...]:
+    rights = caller.permissions
+    if rights.unrestricted:
+        return snapshot.filtered(tool_filter.key(), tool_filter.matches)
+    return snapshot.filtered((tool_filter.key(), rights),
+                             lambda spec: tool_filter.matches(spec) and rights.may_see(spec))
 
 
 def _encode_token(after: str, digest: str) -> str:
@@ -92,6 +105,6 @@ def _decode_token(token: str, digest: str) -> str:
         raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
                                     "page_token") from None
     if not isinstance(after, str) or token_digest != digest:
-        raise InvalidPageTokenError("page_token belongs to a different filter; use the same platform, "
-                                    "category, tags and provider as the first page, or start again")
+        raise InvalidPageTokenError("page_token belongs to a different filter or caller; use the same platform, "
+                                    "category, tags, provider and credentials as the first page, or start again")
     return after

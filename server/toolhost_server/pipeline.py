@@ -11,22 +11,28 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from .audit import AuditRecord, AuditTrail
+from .auth import ANONYMOUS, Caller, authorize_call, find_visible
+from .call_events import CallEvent, RedactingEvents
+from .credentials import CredentialResolver
 from .errors import (
     CallerDeadlineExceeded,
     HopLimitExceededError,
     InvalidRequestError,
+    MissingCredentialsError,
     OverCapacityError,
     ShuttingDownError,
+    ToolhostError,
 )
 from .model import ToolSpec
 from .registry import Registry
 from .runners import Invocation, RunOutcome, ToolFailure
-from .sanitize import Redactor
+from .sanitize import LearningRedactor, Redactor
 
 logger = logging.getLogger("toolhost.calls")
 
@@ -35,7 +41,8 @@ logger = logging.getLogger("toolhost.calls")
 class CallRequest:
     """A call as the surfaces hand it over. Give `arguments` or `arguments_json`, not both.
 
-    `caller_timeout_seconds` is what is left of the caller's deadline (None: no deadline).
+    `caller_timeout_seconds` is what is left of the caller's deadline (None: no deadline). `caller` is who
+    asked, as the surface authenticated it (by default anonymous with full rights).
     """
 
     name: str
@@ -45,6 +52,7 @@ class CallRequest:
     caller_timeout_seconds: float | None = None
     hops: int = 0
     trace_headers: Mapping[str, str] = field(default_factory=dict)
+    caller: Caller = ANONYMOUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +84,19 @@ class PipelineSettings:
 
 
 class CallPipeline:
-    def __init__(self, registry: Registry, settings: PipelineSettings, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self, registry: Registry, settings: PipelineSettings, redactor: Redactor | LearningRedactor | None = None,
+        audit: AuditTrail | None = None, credentials: CredentialResolver | None = None,
+    ) -> None:
         self._registry = registry
         self._settings = settings
-        self._redactor = redactor or Redactor()
+        # Learning: each call's credential values are hidden from then on in logs and spans too.
+        if not isinstance(redactor, LearningRedactor):
+            redactor = LearningRedactor(redactor or Redactor())
+        self._redactor = redactor
+        self._audit = audit or AuditTrail()
+        # No sources by default: a tool that declares credentials then fails with MISSING_CREDENTIALS.
+        self._credentials = credentials or CredentialResolver(())
         self._accepting = True
         self._in_flight = 0
         self._in_flight_by_tool: dict[str, int] = {}
@@ -130,6 +147,61 @@ class CallPipeline:
 
     async def call(self, request: CallRequest) -> CallResult:
         """Run one call. Raises a ToolhostError for the caller's mistakes; a tool's failure is in the result."""
+        return await self._execute(request, None)
+
+    async def stream(self, request: CallRequest) -> AsyncGenerator[CallEvent | CallResult, None]:
+        """Run one call, yielding its progress and output chunks as they come and last its CallResult.
+
+        Raises like `call`, before anything is yielded when the call cannot start. Closing the iterator early
+        (the caller went away) cancels the call, which stops the tool.
+        """
+        queue: asyncio.Queue[CallEvent | None] = asyncio.Queue()
+        task = asyncio.create_task(self._execute(request, queue.put_nowait), name=f"stream-call-{request.name}")
+
+        def end_of_events(done: asyncio.Task[CallResult]) -> None:
+            queue.put_nowait(None)
+            if not done.cancelled():
+                done.exception()  # retrieved here: a caller gone early must not leave a "never retrieved" warning
+
+        task.add_done_callback(end_of_events)
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            yield task.result()
+        finally:
+            # The runner stops its processes whatever cancels it; the task finishes that on its own.
+            task.cancel()
+
+    async def _execute(self, request: CallRequest, deliver: Callable[[CallEvent], None] | None) -> CallResult:
+        """Run the call and leave an audit record of it, however it ends."""
+        call_id = request.call_id or uuid.uuid4().hex
+        started_at = datetime.now(UTC)
+        started = time.perf_counter()
+        argument_keys: tuple[str, ...] = ()
+        outcome = "CANCELLED"
+        try:
+            arguments = _arguments_of(request)
+            argument_keys = tuple(sorted(arguments))
+            result = await self._run(request, arguments, call_id, started_at, started, deliver)
+            outcome = "OK" if result.failure is None else result.failure.code
+            return result
+        except ToolhostError as exc:
+            outcome = exc.reason
+            raise
+        except Exception:
+            outcome = "INTERNAL"
+            raise
+        finally:
+            caller = request.caller
+            self._audit.record(AuditRecord(
+                time=started_at, caller=caller.name, auth_method=caller.method.value, tool=request.name,
+                call_id=call_id, trace_id="", duration_ms=(time.perf_counter() - started) * 1000, outcome=outcome,
+                argument_keys=argument_keys))
+
+    async def _run(
+        self, request: CallRequest, arguments: Mapping[str, Any], call_id: str, started_at: datetime,
+        started: float, deliver: Callable[[CallEvent], None] | None,
+    ) -> CallResult:
         if not self._accepting:
             raise ShuttingDownError("the server is shutting down; retry on another replica")
         if not request.name:
@@ -139,20 +211,31 @@ class CallPipeline:
                 f"the call was forwarded {request.hops} times (limit {self._settings.max_hops}); the remote "
                 "runners' targets form a loop")
         snapshot = self._registry.snapshot
-        tool = snapshot.get(request.name)
-        arguments = tool.validator.prepare(tool.spec.name, _arguments_of(request))
-        call_id = request.call_id or uuid.uuid4().hex
-        started_at = datetime.now(UTC)
-        started = time.perf_counter()
+        # Authorize: a tool the caller may not see is NOT_FOUND exactly as an unknown one; one it sees but may
+        # not run is PERMISSION_DENIED.
+        tool = find_visible(snapshot, request.caller, request.name)
+        authorize_call(request.caller, tool.spec)
+        arguments = tool.validator.prepare(tool.spec.name, arguments)
 
         tool_limit = min(tool.spec.timeout_seconds or self._settings.max_call_seconds, self._settings.max_call_seconds)
         caller_limit = request.caller_timeout_seconds
         budget = tool_limit if caller_limit is None else min(tool_limit, caller_limit)
-        invocation = Invocation(tool.spec, arguments, call_id, budget, request.hops, request.trace_headers)
+        redactor = self._redactor.current
+        events: RedactingEvents | None = None
         self._admit(tool.spec)
         try:
             async with asyncio.timeout(budget):
-                outcome = await tool.runner.run(invocation)
+                try:
+                    credentials = await self._credentials.resolve(tool.spec.credentials)
+                except MissingCredentialsError as exc:
+                    outcome = RunOutcome(failure=ToolFailure(exc.code, exc.message))
+                else:
+                    # From here on the call's own secrets are hidden too, in every form.
+                    redactor = self._redactor.learn(credentials.values())
+                    events = RedactingEvents(redactor, deliver) if deliver is not None else None
+                    outcome = await tool.runner.run(Invocation(
+                        tool.spec, arguments, call_id, budget, request.hops, request.trace_headers, events,
+                        credentials))
         except TimeoutError:
             if caller_limit is not None and caller_limit <= tool_limit:
                 raise CallerDeadlineExceeded(
@@ -162,7 +245,8 @@ class CallPipeline:
                 "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
         finally:
             self._release(tool.spec)
-        outcome, redacted = _redact(outcome, self._redactor)
+        streamed_redacted = events.finish(outcome.cut_streams) if events is not None else False
+        outcome, redacted = _redact(outcome, redactor)
         duration_ms = (time.perf_counter() - started) * 1000
         return CallResult(
             success=outcome.failure is None,
@@ -172,14 +256,14 @@ class CallPipeline:
             started_at=started_at,
             duration_ms=duration_ms,
             outcome=outcome,
-            redacted=redacted,
+            redacted=redacted or streamed_redacted,
         )
 
 
 def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:
     """The outcome with secrets replaced in everything the caller will see, and whether any were."""
-    output = redactor.redact_text(outcome.output)
-    stderr = redactor.redact_text(outcome.stderr)
+    output = redactor.redact_text(_without_cut_secret(outcome.output, "stdout" in outcome.cut_streams, redactor))
+    stderr = redactor.redact_text(_without_cut_secret(outcome.stderr, "stderr" in outcome.cut_streams, redactor))
     structured = redactor.redact_value(outcome.structured)
     failure = outcome.failure
     failure_redacted = False
@@ -187,10 +271,15 @@ def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:
         message = redactor.redact_text(failure.message)
         failure, failure_redacted = ToolFailure(failure.code, message.value), message.redacted
     redacted = output.redacted or stderr.redacted or structured.redacted or failure_redacted
-    if not redacted:
+    if not redacted and not outcome.cut_streams:
         return outcome, False
     return dataclasses.replace(outcome, output=output.value, stderr=stderr.value, structured=structured.value,
-                               failure=failure), True
+                               failure=failure), redacted
+
+
+def _without_cut_secret(text: str, cut: bool, redactor: Redactor) -> str:
+    """A stream cut at the output limit loses what may be the first part of a secret (Redactor.safe_end)."""
+    return text[:redactor.safe_end(text)] if cut else text
 
 
 def _over_capacity(what: str) -> OverCapacityError:

@@ -77,8 +77,7 @@ class Snapshot:
         try:
             return self._tools[name]
         except KeyError:
-            suggestions = difflib.get_close_matches(name, self.names, n=3, cutoff=0.6)
-            raise ToolNotFoundError(name, suggestions) from None
+            raise ToolNotFoundError(name, close_names(name, self.names)) from None
 
     def filtered(self, key: object, predicate: Callable[[ToolSpec], bool]) -> tuple[str, ...]:
         """The sorted names of the tools that match `predicate`, cached under `key`."""
@@ -96,6 +95,11 @@ class Snapshot:
     def position_after(names: Sequence[str], after: str) -> int:
         """The index of the first name greater than `after` in a sorted sequence."""
         return bisect.bisect_right(names, after)
+
+
+def close_names(name: str, names: Sequence[str]) -> list[str]:
+    """Up to three of `names` that look like `name`, closest first: what a NOT_FOUND suggests."""
+    return difflib.get_close_matches(name, names, n=3, cutoff=0.6)
 
 
 def diff(old: Snapshot, new_tools: Mapping[str, RegisteredTool]) -> tuple[list[str], list[str], list[str]]:

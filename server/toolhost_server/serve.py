@@ -18,15 +18,16 @@ import signal
 import sys
 
 from .api.server import GrpcServer, create_toolhost
+from .auth import AuthFileError, UnsafeExposureError, check_exposure
 from .config import Config
-from .sanitize import RedactingLogFilter, Redactor
+from .sanitize import LearningRedactor, RedactingLogFilter, Redactor
 
 logger = logging.getLogger("toolhost")
 
 _PR_SET_DUMPABLE = 4
 
 
-def configure_logging(level: str, redactor: Redactor | None = None) -> None:
+def configure_logging(level: str, redactor: Redactor | LearningRedactor | None = None) -> None:
     """Log to stderr; every record passes the redactor first, so a secret that reaches a log line (a tool's
     own logger, an exception message) is replaced before it is written."""
     logging.basicConfig(
@@ -53,7 +54,14 @@ def harden_process() -> None:
 async def serve(config: Config) -> int:
     """Serve until a signal asks to stop; return the exit status."""
     harden_process()
-    toolhost = create_toolhost(config)
+    try:
+        # Before anything listens: a server must never be reachable, even briefly, without the protection
+        # its address needs.
+        check_exposure(config)
+        toolhost = create_toolhost(config)
+    except (UnsafeExposureError, AuthFileError) as exc:
+        logger.error("cannot start: %s", exc)
+        return 1
     configure_logging(config.log_level, toolhost.redactor)
     report = await toolhost.start()
     if not report.success:

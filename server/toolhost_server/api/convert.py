@@ -13,6 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from toolhost.v1 import tool_pb2, tool_service_pb2
 
+from ..call_events import CallEvent, OutputChunk, Progress
 from ..model import Parameter, ToolSource, ToolSpec
 from ..pipeline import CallResult
 from ..registry import CatalogProblem, GenerationChange, Snapshot
@@ -173,6 +174,24 @@ def call_response(result: CallResult) -> tool_service_pb2.CallToolResponse:
     if outcome.exit_code is not None:
         response.exit_code = outcome.exit_code
     return response
+
+
+_OUTPUT_STREAMS = {
+    "stdout": tool_service_pb2.OUTPUT_STREAM_STDOUT,
+    "stderr": tool_service_pb2.OUTPUT_STREAM_STDERR,
+}
+
+
+def stream_response(event: CallEvent | CallResult) -> tool_service_pb2.StreamCallToolResponse:
+    if isinstance(event, OutputChunk):
+        return tool_service_pb2.StreamCallToolResponse(output=tool_service_pb2.OutputChunk(
+            stream=_OUTPUT_STREAMS[event.stream], data=event.text.encode("utf-8")))
+    if isinstance(event, Progress):
+        progress = tool_service_pb2.CallProgress(progress=event.progress, message=event.message)
+        if event.total is not None:
+            progress.total = event.total
+        return tool_service_pb2.StreamCallToolResponse(progress=progress)
+    return tool_service_pb2.StreamCallToolResponse(result=call_response(event))
 
 
 def _catalog_error(problem: CatalogProblem) -> tool_service_pb2.CatalogError:

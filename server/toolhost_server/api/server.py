@@ -1,4 +1,5 @@
-"""Builds the grpc.aio server: ToolService, health (overall and per service) and reflection."""
+"""Builds the grpc.aio server: ToolService, health (overall and per service) and reflection; TLS on TCP when
+configured (the unix socket stays plaintext: its file permissions guard it)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,22 @@ from toolhost.v1 import tool_service_pb2_grpc
 from ..app import Toolhost
 from ..config import Config
 from .remote_client import GrpcRemoteCaller
+from .tls import server_credentials
 from .tool_service import SERVICE_NAME, ToolService
 
 logger = logging.getLogger("toolhost.api")
 
 
-def _bind(server: grpc.aio.Server, address: str, setting: str) -> int:
-    """Listen on `address`; OSError naming the setting when that is impossible (grpc raises RuntimeError)."""
+def _bind(
+    server: grpc.aio.Server, address: str, setting: str, credentials: grpc.ServerCredentials | None = None
+) -> int:
+    """Listen on `address` (over TLS with `credentials`); OSError naming the setting when that is impossible
+    (grpc raises RuntimeError)."""
     try:
-        port = int(server.add_insecure_port(address))
+        if credentials is not None:
+            port = int(server.add_secure_port(address, credentials))
+        else:
+            port = int(server.add_insecure_port(address))
     except RuntimeError:
         port = 0
     if port == 0 and not address.endswith(":0"):
@@ -55,7 +63,7 @@ class GrpcServer:
 
     async def start(self) -> int:
         config = self.toolhost.config
-        self.port = _bind(self.server, config.grpc_address, "grpc_address")
+        self.port = _bind(self.server, config.grpc_address, "grpc_address", server_credentials(config))
         if config.unix_socket:
             _bind(self.server, f"unix:{config.unix_socket}", "unix_socket")
         await self.server.start()

@@ -23,9 +23,11 @@ from ..errors import (
     InvalidPageTokenError,
     InvalidRequestError,
     OverCapacityError,
+    PermissionDeniedError,
     ShuttingDownError,
     ToolhostError,
     ToolNotFoundError,
+    UnauthenticatedError,
 )
 
 logger = logging.getLogger("toolhost.api")
@@ -41,6 +43,8 @@ _CODES: dict[type[ToolhostError], grpc.StatusCode] = {
     OverCapacityError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     CallerDeadlineExceeded: grpc.StatusCode.DEADLINE_EXCEEDED,
     ShuttingDownError: grpc.StatusCode.UNAVAILABLE,
+    UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
+    PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,
 }
 
 

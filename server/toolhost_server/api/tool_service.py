@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 
 import grpc
 
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 from ..app import Toolhost
+from ..auth import Caller, VisibleChanges, find_visible, require_admin
 from ..listing import ToolFilter, list_tools
 from ..pipeline import CallRequest
-from .convert import ToolMessages, call_response, reload_response, struct_to_dict, watch_response
+from .authentication import authenticate
+from .convert import (
+    ToolMessages,
+    call_response,
+    reload_response,
+    stream_response,
+    struct_to_dict,
+    watch_response,
+)
 from .remote_client import HOPS_METADATA_KEY
 from .status import status_of, translate_errors
 
@@ -26,12 +36,17 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         self._messages = ToolMessages()
         toolhost.registry.add_listener(self._messages.prepare)
 
+    def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        """Who sent this request; UnauthenticatedError when the server requires credentials it lacks."""
+        return authenticate(self._toolhost.authenticator, context, self._toolhost.config.trusted_unix_socket)
+
     @translate_errors
     async def ListTools(
         self, request: tool_service_pb2.ListToolsRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.ListToolsResponse:
         tool_filter = ToolFilter(request.platform, request.category, tuple(request.tags), request.provider)
-        page = list_tools(self._toolhost.registry.snapshot, tool_filter, request.page_size, request.page_token)
+        page = list_tools(self._toolhost.registry.snapshot, tool_filter, request.page_size, request.page_token,
+                          self._caller(context))
         response = tool_service_pb2.ListToolsResponse(
             next_page_token=page.next_page_token, total_size=page.total_size, generation=page.generation)
         full = request.view == tool_pb2.TOOL_VIEW_FULL
@@ -42,8 +57,9 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
     async def GetTool(
         self, request: tool_service_pb2.GetToolRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.GetToolResponse:
+        caller = self._caller(context)
         snapshot = self._toolhost.registry.snapshot
-        tool = snapshot.get(request.name)
+        tool = find_visible(snapshot, caller, request.name)
         full = request.view != tool_pb2.TOOL_VIEW_BASIC
         return tool_service_pb2.GetToolResponse(
             tool=self._messages.get(tool.spec, full), generation=snapshot.generation)
@@ -52,33 +68,59 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
     async def CallTool(
         self, request: tool_service_pb2.CallToolRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.CallToolResponse:
-        which = request.WhichOneof("args")
-        metadata = dict(context.invocation_metadata() or ())
-        call = CallRequest(
-            name=request.name,
-            arguments=struct_to_dict(request.arguments) if which == "arguments" else None,
-            arguments_json=request.arguments_json if which == "arguments_json" else None,
-            call_id=request.call_id,
-            caller_timeout_seconds=context.time_remaining(),
-            hops=_hops(metadata.get(HOPS_METADATA_KEY)),
-            trace_headers={k: str(metadata[k]) for k in TRACE_METADATA_KEYS if k in metadata},
-        )
+        call = _call_request(request, context, self._caller(context))
         return call_response(await self._toolhost.pipeline.call(call))
+
+    async def StreamCallTool(
+        self, request: tool_service_pb2.StreamCallToolRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[tool_service_pb2.StreamCallToolResponse]:
+        # When the client cancels, grpc cancels this generator; closing the pipeline's stream stops the tool.
+        try:
+            call = _call_request(request, context, self._caller(context))
+            async with aclosing(self._toolhost.pipeline.stream(call)) as events:
+                async for event in events:
+                    yield stream_response(event)
+        except Exception as exc:
+            await context.abort_with_status(status_of(exc, "StreamCallTool"))
 
     @translate_errors
     async def Reload(
         self, request: tool_service_pb2.ReloadRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.ReloadResponse:
+        require_admin(self._caller(context), "Reload")
         return reload_response(await self._toolhost.reloader.reload("Reload RPC"))
 
     async def WatchTools(
         self, request: tool_service_pb2.WatchToolsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[tool_service_pb2.WatchToolsResponse]:
         try:
+            # The stream keeps the rights its caller had when it opened, as a call keeps its snapshot.
+            visible = VisibleChanges(self._caller(context))
             async for change in self._toolhost.registry.watch():
-                yield watch_response(change)
+                seen = visible.translate(change, self._toolhost.registry.snapshot)
+                if seen is not None:
+                    yield watch_response(seen)
         except Exception as exc:
             await context.abort_with_status(status_of(exc, "WatchTools"))
+
+
+def _call_request(
+    request: tool_service_pb2.CallToolRequest | tool_service_pb2.StreamCallToolRequest,
+    context: grpc.aio.ServicerContext,
+    caller: Caller,
+) -> CallRequest:
+    which = request.WhichOneof("args")
+    metadata = dict(context.invocation_metadata() or ())
+    return CallRequest(
+        name=request.name,
+        arguments=struct_to_dict(request.arguments) if which == "arguments" else None,
+        arguments_json=request.arguments_json if which == "arguments_json" else None,
+        call_id=request.call_id,
+        caller_timeout_seconds=context.time_remaining(),
+        hops=_hops(metadata.get(HOPS_METADATA_KEY)),
+        trace_headers={k: str(metadata[k]) for k in TRACE_METADATA_KEYS if k in metadata},
+        caller=caller,
+    )
 
 
 def _hops(value: str | bytes | None) -> int:

@@ -6,6 +6,8 @@
     toolhost call NAME key=value ...         run a tool; values are typed by the tool's parameters
     toolhost reload                          make the server read its catalog directories again
     toolhost catalog validate DIR...         check catalog YAML files with the server's loader, no server needed
+    toolhost credentials set|list|delete     credentials in the store's database (values from stdin), offline
+    toolhost credentials generate-key        a new store key, printed or written to a 0600 file
 
 Exit status: 0 success; 1 the tool failed, the reload failed, a catalog file is bad or the server refused for a
 reason that is not the caller's; 2 bad usage (flags, arguments the tool rejects, an unknown tool); 3 the server

@@ -11,9 +11,10 @@ import textwrap
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolhost import Client, ToolhostError, ToolInfo
+from toolhost import CallProgress, Client, OutputChunk, ToolhostError, ToolInfo, ToolResult
 
 from ._arguments import call_arguments
+from ._connection_options import client_security
 from ._errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, report_error
 from ._output import format_reload, format_table, json_text, one_line, terminal_width
 
@@ -23,7 +24,11 @@ ClientCommand = Callable[[Client, argparse.Namespace], int]
 def run_client_command(command: ClientCommand, args: argparse.Namespace) -> int:
     target: str = args.target
     try:
-        with Client(target, timeout=args.timeout) as client:
+        try:
+            client = Client(target, timeout=args.timeout, **client_security(args))
+        except ValueError as exc:  # TLS and token options that do not fit together, or a token in plaintext
+            raise UsageError(str(exc)) from None
+        with client:
             return command(client, args)
     except UsageError as exc:
         print(f"toolhost: {exc}", file=sys.stderr)
@@ -127,15 +132,57 @@ def tools_get(client: Client, args: argparse.Namespace) -> int:
 
 def call(client: Client, args: argparse.Namespace) -> int:
     arguments = call_arguments(client, args)
-    result = client.call_tool(args.name, arguments, call_id=args.call_id)
-    if result.stderr:
-        sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
-    output = result.output
-    if not output and result.structured_output is not None:
-        output = json_text(result.structured_output)
-    if output:
-        sys.stdout.write(output if output.endswith("\n") else output + "\n")
-    sys.stdout.flush()
+    if args.stream:
+        streamed = _follow(client, args.name, arguments, args.call_id)
+        if streamed is None:
+            print("toolhost: the server ended the stream without a result; retry the call", file=sys.stderr)
+            return EXIT_FAILED
+        result = streamed
+    else:
+        result = client.call_tool(args.name, arguments, call_id=args.call_id)
+        if result.stderr:
+            sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
+        output = result.output
+        if not output and result.structured_output is not None:
+            output = json_text(result.structured_output)
+        if output:
+            sys.stdout.write(output if output.endswith("\n") else output + "\n")
+        sys.stdout.flush()
+    return _call_status(result)
+
+
+def _follow(client: Client, name: str, arguments: Mapping[str, Any], call_id: str | None) -> ToolResult | None:
+    """Stream a call: output chunks to stdout and stderr as they come, progress lines to stderr."""
+    targets = {"stdout": sys.stdout, "stderr": sys.stderr}
+    # What each stream's chunks ended with; None while none came (a tool that is no process sends none).
+    last_byte: dict[str, bytes | None] = {"stdout": None, "stderr": None}
+    with client.stream_call(name, arguments, call_id=call_id) as stream:
+        for event in stream:
+            if isinstance(event, OutputChunk):
+                targets[event.stream].buffer.write(event.data)
+                targets[event.stream].flush()
+                last_byte[event.stream] = event.data[-1:]
+            elif isinstance(event, CallProgress):
+                of = f"/{event.total:g}" if event.total is not None else ""
+                print(f"toolhost: progress {event.progress:g}{of} {event.message}".rstrip(), file=sys.stderr)
+            else:
+                texts = {"stdout": event.output, "stderr": event.stderr}
+                if not event.output and event.structured_output is not None:
+                    texts["stdout"] = json_text(event.structured_output)
+                for stream_name, target in targets.items():
+                    ending = last_byte[stream_name]
+                    text = texts[stream_name] if ending is None else ""
+                    if text:
+                        target.write(text)
+                        ending = text[-1:].encode()
+                    if ending not in (None, b"\n"):
+                        target.write("\n")
+                    target.flush()
+                return event
+    return None
+
+
+def _call_status(result: ToolResult) -> int:
     if result.success:
         return EXIT_OK
     error = result.error

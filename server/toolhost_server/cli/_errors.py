@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import sys
 
-from toolhost import ErrorReason, InvalidArgumentError, NotFoundError, ToolhostError, UnavailableError
+from toolhost import (
+    ErrorReason,
+    InvalidArgumentError,
+    NotFoundError,
+    ToolhostError,
+    UnauthenticatedError,
+    UnavailableError,
+)
 
 from ._output import one_line
 
@@ -28,6 +35,10 @@ def report_error(exc: ToolhostError, target: str) -> int:
             print(f"toolhost: cannot reach a toolhost server at {target} (is `toolhost serve` running? "
                   f"--target or TOOLHOST_TARGET picks another): {one_line(exc.message)}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    if isinstance(exc, UnauthenticatedError):
+        print(f"toolhost: {exc.code.name}: {exc.message} (--token-file or TOOLHOST_TOKEN_FILE sends a token, "
+              "--tls-cert and --tls-key a client certificate)", file=sys.stderr)
+        return EXIT_FAILED
     if exc.field_violations:
         # The server's message lists the same problems in one line; one per line reads better.
         print(f"toolhost: {exc.code.name}: the arguments do not fit the tool (`toolhost tools get` shows its "

@@ -8,8 +8,11 @@ import os
 
 from toolhost import DEFAULT_TARGET
 
+from ._auth_commands import add_auth_parser
 from ._catalog_validate import catalog_validate
 from ._client_commands import call, reload, tools_get, tools_list
+from ._connection_options import add_security_options
+from ._credentials import add_credentials_parser
 from ._serve import add_serve_parser
 
 
@@ -31,6 +34,7 @@ def _add_connection_options(parser: argparse.ArgumentParser, suppress: bool) -> 
                         help=f"server address host:port [TOOLHOST_TARGET; default {DEFAULT_TARGET}]")
     parser.add_argument("--timeout", type=_positive_seconds, default=argparse.SUPPRESS if suppress else None,
                         help="deadline of each request in seconds (default: none)")
+    add_security_options(parser, suppress)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(connection, suppress=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_serve_parser(sub)
+    add_auth_parser(sub)
 
     tools = sub.add_parser("tools", help="list and describe the server's tools")
     tools_sub = tools.add_subparsers(dest="tools_command", required=True, metavar="COMMAND")
@@ -69,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     call_parser.add_argument("--json", dest="json_arguments", metavar="OBJECT",
                              help="the arguments as a JSON object (KEY=VALUE pairs are added to it)")
     call_parser.add_argument("--call-id", help="an id for the call, echoed in logs and traces")
+    call_parser.add_argument("--stream", action="store_true",
+                             help="print output and progress as the tool produces them (StreamCallTool)")
     call_parser.set_defaults(client_command=call)
 
     reload_parser = sub.add_parser("reload", parents=[connection], help="make the server read its catalogs again")
@@ -83,4 +90,5 @@ def build_parser() -> argparse.ArgumentParser:
                           help="the pipeline toolhost, so `source: pipeline` tools validate as on the server "
                                "[TOOLHOST_PIPELINE_TARGET]")
     validate.set_defaults(offline_command=catalog_validate)
+    add_credentials_parser(sub)
     return parser

@@ -15,6 +15,9 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     for setting in SETTINGS:
         if setting.name == "catalog_dirs":
             parser.add_argument("--catalog-dir", dest="catalog_dirs", action="append", help=setting.help)
+        elif setting.is_switch:
+            parser.add_argument(setting.flag, dest=setting.name, nargs="?", const="true", metavar="true|false",
+                                help=f"{setting.help} [{setting.env_var}]")
         else:
             parser.add_argument(setting.flag, dest=setting.name, help=f"{setting.help} [{setting.env_var}]")
 

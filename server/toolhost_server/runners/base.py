@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..call_events import CallEvents
+from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import ToolSpec
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ class RunOutcome:
     failure: ToolFailure | None = None
     truncated: bool = False
     original_size_bytes: int = 0
+    # The streams ("stdout", "stderr") cut at the output limit: their ends may hold the first part of a secret.
+    cut_streams: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +49,10 @@ class Invocation:
 
     `timeout_seconds` is the whole budget; the pipeline also cancels the runner when it passes, so a runner
     only needs it to plan (a process runner kills its children in a `finally`, whatever ended the wait).
-    `hops` counts how many toolhosts forwarded the call before this one.
+    `hops` counts how many toolhosts forwarded the call before this one. `events`, set for a streamed call,
+    takes progress and output as they come (a runner that has neither reports nothing). `credentials` are the
+    ones the tool declares, resolved on this server for this call: a process gets them in its environment,
+    never in argv; a Python tool as an object.
     """
 
     tool: ToolSpec
@@ -54,6 +61,8 @@ class Invocation:
     timeout_seconds: float
     hops: int = 0
     trace_headers: Mapping[str, str] = field(default_factory=dict)
+    events: CallEvents | None = None
+    credentials: ResolvedCredentials = NO_CREDENTIALS
 
 
 def _sync_tool_slots() -> threading.Semaphore:

@@ -194,6 +194,7 @@ class ProcessRunner(Runner):
             except ToolRaisedFailure as exc:
                 return RunOutcome(failure=ToolFailure(exc.code, exc.message))
         argv = self._template.render(invocation.tool.name, arguments)
-        command = ChildCommand(tool=invocation.tool.name, argv=argv, program=self._template.program, env=self._env,
+        env = {**self._env, **invocation.credentials.env()} if invocation.credentials else self._env
+        command = ChildCommand(tool=invocation.tool.name, argv=argv, program=self._template.program, env=env,
                                cwd=self._cwd, install_hint=self._install_hint, identity=self._identity)
-        return await run_command(command, self._settings)
+        return await run_command(command, self._settings, invocation.events)

@@ -22,6 +22,7 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..call_events import CallEvents
 from ..errors import FieldViolation, InvalidArgumentsError
 from .base import RunnerSettings, RunOutcome, ToolFailure
 from .process_output import CaptureProtocol
@@ -71,9 +72,11 @@ def child_environment(static: Mapping[str, str], home: str | None, marker: str) 
     return env
 
 
-async def run_command(command: ChildCommand, settings: RunnerSettings) -> RunOutcome:
+async def run_command(
+    command: ChildCommand, settings: RunnerSettings, events: CallEvents | None = None
+) -> RunOutcome:
     """Run `command` to completion and report it; see the module docstring. Raises InvalidArgumentsError when
-    the arguments are too large for the kernel to pass on."""
+    the arguments are too large for the kernel to pass on. Output is also reported to `events` as it comes."""
     become_child_subreaper()
     call_dir = None
     if command.cwd is None or command.script is not None:
@@ -87,7 +90,7 @@ async def run_command(command: ChildCommand, settings: RunnerSettings) -> RunOut
             for path in _owned_paths(call_dir, command.script is not None):
                 os.chown(path, *command.identity)
         env = child_environment(command.env, call_dir, secrets.token_hex(16))
-        return await _spawn_and_wait(command, argv, env, command.cwd or call_dir, settings)
+        return await _spawn_and_wait(command, argv, env, command.cwd or call_dir, settings, events)
     finally:
         if call_dir is not None:
             await _remove_call_dir(call_dir, command.script is not None)
@@ -124,10 +127,11 @@ async def _remove_call_dir(call_dir: str, has_script: bool) -> None:
 
 
 async def _spawn_and_wait(
-    command: ChildCommand, argv: tuple[str, ...], env: dict[str, str], cwd: str | None, settings: RunnerSettings
+    command: ChildCommand, argv: tuple[str, ...], env: dict[str, str], cwd: str | None, settings: RunnerSettings,
+    events: CallEvents | None,
 ) -> RunOutcome:
     loop = asyncio.get_running_loop()
-    protocol = CaptureProtocol(settings.max_output_bytes)
+    protocol = CaptureProtocol(settings.max_output_bytes, events)
     # Until the leader is in spawned_leaders, stray reaping must not touch a zombie it does not recognise: it
     # could be this leader, exited already, which asyncio is about to reap.
     with spawning():
@@ -233,12 +237,14 @@ def _not_installed(command: ChildCommand, exc: OSError) -> RunOutcome:
 def _outcome(command: ChildCommand, protocol: CaptureProtocol, returncode: int | None) -> RunOutcome:
     stdout, stderr = protocol.stdout, protocol.stderr
     truncated = stdout.truncated or stderr.truncated
+    cut = frozenset(name for name, stream in (("stdout", stdout), ("stderr", stderr)) if stream.truncated)
     outcome = RunOutcome(
         output=stdout.text(),
         stderr=stderr.text(),
         exit_code=returncode if returncode is not None and returncode >= 0 else None,
         truncated=truncated,
         original_size_bytes=max(stdout.size, stderr.size) if truncated else 0,
+        cut_streams=cut,
     )
     if returncode != 0:
         if returncode is not None and returncode < 0:

@@ -6,6 +6,8 @@ import asyncio
 import codecs
 from typing import Final
 
+from ..call_events import CallEvents
+
 # Enough of stderr's end to quote its last line in a failure message, even when stderr itself was cut.
 _TAIL_BYTES: Final = 1024
 _QUOTED_LINE_CHARS: Final = 200
@@ -24,13 +26,15 @@ class CappedStream:
         self._tail = bytearray()
         self.size = 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> bytes:
+        """Count `data` in; returns the part of it that was kept (empty past the limit)."""
         self.size += len(data)
         room = self._limit - len(self._kept)
-        if room > 0:
-            self._kept += data[:room]
+        kept = data[:room] if room > 0 else b""
+        self._kept += kept
         self._tail += data[-_TAIL_BYTES:]
         del self._tail[:-_TAIL_BYTES]
+        return kept
 
     @property
     def truncated(self) -> bool:
@@ -43,7 +47,12 @@ class CappedStream:
 
     def last_line(self) -> str:
         """The last non-blank line written, shortened to about 200 characters; "" when there is none."""
-        lines = bytes(self._tail).decode("utf-8", errors="replace").strip().splitlines()
+        text = bytes(self._tail).decode("utf-8", errors="replace")
+        if self.size > len(self._tail) and "\n" not in text.rstrip():
+            # The line began before the kept tail: its first word may be the second half of a secret, which
+            # nothing could recognise any more. Drop it.
+            text = text.lstrip().partition(" ")[2]
+        lines = text.strip().splitlines()
         line = lines[-1].strip() if lines else ""
         if len(line) > _QUOTED_LINE_CHARS:
             line = line[:_QUOTED_LINE_CHARS - 1] + "…"
@@ -56,18 +65,22 @@ class CaptureProtocol(asyncio.SubprocessProtocol):
     asyncio reads the pipes as fast as data comes (this protocol never pauses them), so a child that writes
     more than the limit runs on unhindered. `exited` resolves when the child has exited (and asyncio reaped it);
     `finished` when, in addition, both pipes have closed, that is when nothing holds them open any more.
+    What is kept is also passed to `events` as it arrives, for a streamed call.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, events: CallEvents | None = None) -> None:
         loop = asyncio.get_running_loop()
         self.stdout = CappedStream(limit)
         self.stderr = CappedStream(limit)
         self.exited: asyncio.Future[None] = loop.create_future()
         self.finished: asyncio.Future[None] = loop.create_future()
+        self._events = events
 
     def pipe_data_received(self, fd: int, data: bytes | str) -> None:
         assert isinstance(data, bytes)  # the transport is never in text mode
-        (self.stdout if fd == 1 else self.stderr).feed(data)
+        kept = (self.stdout if fd == 1 else self.stderr).feed(data)
+        if kept and self._events is not None:
+            self._events.output("stdout" if fd == 1 else "stderr", kept)
 
     def process_exited(self) -> None:
         if not self.exited.done():

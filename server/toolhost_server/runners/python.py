@@ -79,13 +79,21 @@ class PythonRunner(Runner):
             return cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots)
         if not callable(target):
             raise RunnerConfigError(f"entrypoint {entrypoint!r} is not callable")
+        # A function gets its arguments as keywords, and the credentials its tool declares as `credentials=`.
+        wants_credentials = bool(tool.credentials)
+        if wants_credentials:
+            _check_takes_credentials(entrypoint, target)
 
         def call_with_keywords(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+            if wants_credentials:
+                return target(**arguments, credentials=context.credentials)
             return target(**arguments)
 
         if inspect.iscoroutinefunction(target):
 
             async def acall_with_keywords(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+                if wants_credentials:
+                    return await target(**arguments, credentials=context.credentials)
                 return await target(**arguments)
 
             return cls(acall_with_keywords, True, settings.sync_tool_slots)
@@ -97,6 +105,8 @@ class PythonRunner(Runner):
             tool_name=invocation.tool.name,
             timeout_seconds=invocation.timeout_seconds,
             logger=logging.getLogger(f"toolhost.tool.{invocation.tool.name}"),
+            events=invocation.events,
+            credentials=invocation.credentials,
         )
         arguments = dict(invocation.arguments)
         try:
@@ -108,10 +118,27 @@ class PythonRunner(Runner):
             return RunOutcome(failure=ToolFailure(exc.code, exc.message))
         except ToolhostError:
             raise  # the server's own refusal (no free thread), not the tool's failure
-        except Exception as exc:  # a tool's own bug is its failure, reported to the caller, not a server crash
-            logger.info("tool %s raised %s", invocation.tool.name, type(exc).__name__, exc_info=True)
-            return RunOutcome(failure=ToolFailure("TOOL_EXCEPTION", f"{type(exc).__name__}: {exc}"))
+        except Exception:  # a tool's own bug is its failure, reported to the caller, not a server crash
+            # The exception's text may hold anything (paths, hosts, data): it goes to the log, which is redacted,
+            # and the caller gets the call id to find it there.
+            logger.warning("tool %s raised an exception in call %s", invocation.tool.name, invocation.call_id,
+                           exc_info=True)
+            return RunOutcome(failure=ToolFailure("TOOL_EXCEPTION", (
+                f"tool {invocation.tool.name!r} failed with an unexpected error; the server log has the detail "
+                f"under call id {invocation.call_id}")))
         return _outcome_of(result)
+
+
+def _check_takes_credentials(entrypoint: str, function: Callable[..., Any]) -> None:
+    """A function whose tool declares credentials must accept them as the keyword `credentials`."""
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return  # a builtin without a signature: the call itself will tell
+    if not any(p.name == "credentials" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        raise RunnerConfigError(
+            f"the tool declares credentials, so {entrypoint} must take a `credentials` keyword parameter "
+            "(a ResolvedCredentials: credentials['name']['key'])")
 
 
 def _outcome_of(result: Any) -> RunOutcome:

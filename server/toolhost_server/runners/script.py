@@ -133,7 +133,8 @@ class ScriptRunner(Runner):
             env[variable] = text
         if problems:
             raise InvalidArgumentsError(invocation.tool.name, problems)
+        env.update(invocation.credentials.env())  # TOOL_CRED_<NAME>_<KEY>, only the ones the tool declares
         command = ChildCommand(tool=invocation.tool.name, argv=self._interpreter,
                                program=os.path.basename(self._interpreter[0]), env=env, cwd=self._cwd,
                                install_hint=self._install_hint, script=self._script, identity=self._identity)
-        return await run_command(command, self._settings)
+        return await run_command(command, self._settings, invocation.events)

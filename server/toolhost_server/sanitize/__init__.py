@@ -9,6 +9,7 @@ that call resolved:
     call.redact_value(structured)    -> RedactionResult[Any]   JSON-like, walked, never mutated
     StreamRedactor(call).feed(chunk) / .finish()               secrets split across chunks
     handler.addFilter(RedactingLogFilter(redactor))            log messages, tracebacks, extras
+    learning = LearningRedactor(redactor); learning.learn(values)   every value resolved so far, for logs
 
 Modules: `keys` (the secret-name rule, documented with examples), `known_values`, `patterns`,
 `assignments` (the Sanitizer implementations, found by `discovery`), `structure`, `redactor`,
@@ -20,6 +21,7 @@ from __future__ import annotations
 from .base import REDACTED, RedactionResult, Sanitizer, SanitizerSettings, Span
 from .keys import SecretKeyRule, split_words
 from .known_values import MIN_KNOWN_VALUE_LENGTH, check_known_value
+from .learning import LearningRedactor
 from .log_filter import RedactingLogFilter
 from .redactor import Redactor
 from .streaming import StreamRedactor
@@ -27,6 +29,7 @@ from .streaming import StreamRedactor
 __all__ = [
     "MIN_KNOWN_VALUE_LENGTH",
     "REDACTED",
+    "LearningRedactor",
     "RedactingLogFilter",
     "RedactionResult",
     "Redactor",

@@ -13,6 +13,7 @@ import traceback
 from typing import Any
 
 from .base import REDACTED
+from .learning import LearningRedactor
 from .redactor import Redactor
 
 # Everything a LogRecord has of its own; the rest of its attributes came from `extra=`.
@@ -25,9 +26,14 @@ class RedactingLogFilter(logging.Filter):
     Never drops a record. Running it twice on a record (on two handlers) changes nothing more.
     """
 
-    def __init__(self, redactor: Redactor, name: str = "") -> None:
+    def __init__(self, redactor: Redactor | LearningRedactor, name: str = "") -> None:
         super().__init__(name)
-        self._redactor = redactor
+        self._source = redactor
+
+    @property
+    def _redactor(self) -> Redactor:
+        # A LearningRedactor's current redactor changes as credentials are resolved: read it per record.
+        return self._source.current if isinstance(self._source, LearningRedactor) else self._source
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not super().filter(record):

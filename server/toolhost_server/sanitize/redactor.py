@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -10,6 +11,11 @@ from .base import REDACTED, RedactionResult, Sanitizer, SanitizerSettings, Span
 from .discovery import sanitizer_classes
 from .keys import SecretKeyRule
 from .structure import LazySecretKeys, LazyStrings, fold, json_text, rebuild, strings_with_triggers
+
+# The characters tokens, keys, passwords in URLs and their base64 or percent-encoded forms are made of.
+_TRAILING_TOKEN = re.compile(r"[A-Za-z0-9+/=_.~%-]*\Z")
+# How far back a cut-off token is looked for: longer runs are data (a minified document), not a secret.
+_MAX_TOKEN = 16 * 1024
 
 
 class Redactor:
@@ -58,6 +64,22 @@ class Redactor:
     def is_secret_key(self, name: str) -> bool:
         """Whether a value stored under `name` is hidden whole (the rule is in `keys`)."""
         return self._rule.is_secret(name)
+
+    def safe_end(self, text: str) -> int:
+        """Where to end `text`, which a size limit cut off, so that no secret survives as its first part.
+
+        Before the trailing run of token characters (a key, a JWT, the password of a URL, cut anywhere,
+        is no longer recognisable by its shape) and before any ending that begins a known value.
+        """
+        window = max(0, len(text) - _MAX_TOKEN)
+        match = _TRAILING_TOKEN.search(text, window)
+        end = match.start() if match else len(text)
+        for form in self._exact:
+            for length in range(min(len(form) - 1, len(text)), 0, -1):
+                if text.endswith(form[:length]):
+                    end = min(end, len(text) - length)
+                    break
+        return end
 
     def find_spans(self, text: str) -> list[Span]:
         """The secrets of `text`: sorted, non-overlapping spans (empty for the common secret-free text)."""

@@ -64,11 +64,43 @@ class StreamRedactor:
         self._pending = buffer[cut:]
         return self._replace(buffer[released:cut], _clip(spans, released, cut))
 
-    def finish(self) -> str:
-        """The rest of the stream, redacted. The StreamRedactor is empty afterwards."""
+    def flush(self) -> str:
+        """Release what has arrived, but for what may still turn out to be part of a secret, for live output.
+
+        Held back: the trailing run of token characters and an ending that begins a known value (see
+        Redactor.safe_end), and any secret found that reaches the end or the cut (a PEM block whose END line
+        has not come, a `password=` value that may go on). A secret recognised by what precedes it ("Bearer ",
+        "password = ") is still caught: the released context is searched again with what follows.
+        """
+        if not self._pending:
+            return ""
         buffer = self._context + self._pending
         released = len(self._context)
+        spans = self._redactor.find_spans(buffer)
+        cut = self._redactor.safe_end(buffer)
+        while True:
+            open_spans = [start for start, end in spans if start < cut and (cut < end or end >= len(buffer))]
+            if not open_spans:
+                break
+            cut = min(open_spans)
+        if cut <= released:
+            return ""
+        self._context = buffer[max(0, cut - CONTEXT):cut]
+        self._pending = buffer[cut:]
+        return self._replace(buffer[released:cut], _clip(spans, released, cut))
+
+    def finish(self, chunk: str = "", cut: bool = False) -> str:
+        """The rest of the stream (ending with `chunk`), redacted. The StreamRedactor is empty afterwards.
+
+        `cut` says the stream did not end but was cut off at a size limit: what may be the first part of a
+        secret is then dropped from its end (see Redactor.safe_end).
+        """
+        buffer = self._context + self._pending + chunk
+        released = len(self._context)
         self._context = self._pending = ""
+        if cut:
+            end = max(self._redactor.safe_end(buffer), released)
+            buffer = buffer[:end]
         return self._replace(buffer[released:], _clip(self._redactor.find_spans(buffer), released, len(buffer)))
 
     def _replace(self, text: str, spans: list[Span]) -> str:

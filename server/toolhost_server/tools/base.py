@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..call_events import CallEvents
+from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import Annotations, Example, Parameter
 
 
@@ -19,6 +21,16 @@ class ToolContext:
     tool_name: str
     timeout_seconds: float
     logger: logging.Logger
+    events: CallEvents | None = None
+    # The credentials the tool declares (`credentials = ("winrm",)`), resolved for this call:
+    # context.credentials["winrm"]["password"]. Never log or return them; the server redacts them anyway.
+    credentials: ResolvedCredentials = NO_CREDENTIALS
+
+    def report_progress(self, progress: float, total: float | None = None, message: str = "") -> None:
+        """Tell a streaming caller how far the tool got (in its own unit; `total` when known). Callable from
+        a sync tool's thread too; does nothing when the caller does not stream. `message` is redacted."""
+        if self.events is not None:
+            self.events.progress(progress, total, message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +44,8 @@ class ToolOutput:
 class ToolRaisedFailure(Exception):
     """Raised by a tool to report a failure with a code of its own choosing (TOOL_EXCEPTION by default).
 
-    Other exceptions are reported as TOOL_EXCEPTION with the exception's type and message.
+    Other exceptions are reported as TOOL_EXCEPTION with a generic message naming the call id; their text
+    (which may hold anything) goes to the server log only, redacted.
     """
 
     def __init__(self, message: str, code: str = "TOOL_EXCEPTION") -> None:

@@ -9,8 +9,17 @@
 toolhost._errors for the tree). The generated messages and stubs are in toolhost.v1.
 """
 
-from ._async_client import AsyncClient, AsyncToolWatch
-from ._client import DEFAULT_MAX_RECEIVE_MESSAGE_BYTES, DEFAULT_TARGET, Client, Metadata, ToolView, ToolWatch
+from ._async_client import AsyncCallStream, AsyncClient, AsyncToolWatch
+from ._client import (
+    DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+    DEFAULT_TARGET,
+    CallStream,
+    Client,
+    Metadata,
+    ToolView,
+    ToolWatch,
+)
+from ._connection import is_local_target
 from ._errors import (
     DeadlineExceededError,
     ErrorReason,
@@ -27,9 +36,12 @@ from ._errors import (
     error_from_rpc,
 )
 from ._results import (
+    CallProgress,
     CatalogError,
     GenerationEvent,
+    OutputChunk,
     ReloadResult,
+    StreamEvent,
     ToolAnnotations,
     ToolError,
     ToolExample,
@@ -44,8 +56,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES",
     "DEFAULT_TARGET",
+    "AsyncCallStream",
     "AsyncClient",
     "AsyncToolWatch",
+    "CallProgress",
+    "CallStream",
     "CatalogError",
     "Client",
     "DeadlineExceededError",
@@ -57,9 +72,11 @@ __all__ = [
     "InvalidArgumentError",
     "Metadata",
     "NotFoundError",
+    "OutputChunk",
     "PermissionDeniedError",
     "ReloadResult",
     "ResourceExhaustedError",
+    "StreamEvent",
     "ToolAnnotations",
     "ToolError",
     "ToolExample",
@@ -74,4 +91,5 @@ __all__ = [
     "UnavailableError",
     "__version__",
     "error_from_rpc",
+    "is_local_target",
 ]

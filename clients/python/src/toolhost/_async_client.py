@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
@@ -25,13 +24,24 @@ from ._client import (
     channel_options,
     list_request,
     metadata_pairs,
+    stream_call_request,
     view_value,
 )
+from ._connection import PemSource, channel_security, with_security_metadata
 from ._errors import error_from_rpc
-from ._results import GenerationEvent, ReloadResult, ToolInfo, ToolPage, ToolResult
+from ._results import (
+    GenerationEvent,
+    ReloadResult,
+    StreamEvent,
+    ToolInfo,
+    ToolPage,
+    ToolResult,
+    stream_event_from_proto,
+)
+from ._streams import AsyncServerStream
 from .v1 import tool_service_pb2, tool_service_pb2_grpc
 
-__all__ = ["AsyncClient", "AsyncToolWatch"]
+__all__ = ["AsyncCallStream", "AsyncClient", "AsyncToolWatch"]
 
 _Response = TypeVar("_Response")
 
@@ -40,7 +50,9 @@ class AsyncClient:
     """An asyncio client of one toolhost server. Create it inside a running event loop and reuse it.
 
     The arguments mean what they mean for Client: `timeout` is the default deadline in seconds of each call,
-    `metadata` goes with every call, a `channel` you pass (a grpc.aio.Channel) stays open on close().
+    `metadata` goes with every call, a `channel` you pass (a grpc.aio.Channel) stays open on close(); `tls`,
+    `root_certificates`, `client_certificate`, `client_key`, `server_name_override`, `token` and
+    `insecure_token_ok` choose TLS and authentication as for Client.
     """
 
     def __init__(
@@ -52,15 +64,26 @@ class AsyncClient:
         channel: grpc.aio.Channel | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         max_receive_message_bytes: int = DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+        tls: bool = False,
+        root_certificates: PemSource | None = None,
+        client_certificate: PemSource | None = None,
+        client_key: PemSource | None = None,
+        server_name_override: str | None = None,
+        token: str | None = None,
+        insecure_token_ok: bool = False,
     ) -> None:
+        security = channel_security(
+            target, credentials=credentials, tls=tls, root_certificates=root_certificates,
+            client_certificate=client_certificate, client_key=client_key, server_name_override=server_name_override,
+            token=token, insecure_token_ok=insecure_token_ok, own_channel=channel is None)
         self.target = target
         self.timeout = timeout
-        self._metadata = metadata_pairs(metadata)
+        self._metadata = with_security_metadata(metadata_pairs(metadata), security)
         self._owns_channel = channel is None
         if channel is None:
-            options = channel_options(max_receive_message_bytes)
-            if credentials is not None:
-                channel = grpc.aio.secure_channel(target, credentials, options=options)
+            options = [*channel_options(max_receive_message_bytes), *security.options]
+            if security.credentials is not None:
+                channel = grpc.aio.secure_channel(target, security.credentials, options=options)
             else:
                 channel = grpc.aio.insecure_channel(target, options=options)
         self._channel = channel
@@ -148,6 +171,21 @@ class AsyncClient:
         request = call_request(name, arguments, kwargs_arguments, call_id)
         return ToolResult.from_proto(await self._unary(self._stub.CallTool, request, timeout))
 
+    def stream_call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        /,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
+        **kwargs_arguments: Any,
+    ) -> AsyncCallStream:
+        """Run a tool and follow it with `async for event in client.stream_call(...)`; see Client.stream_call."""
+        request = stream_call_request(name, arguments, kwargs_arguments, call_id)
+        return AsyncCallStream(self._stub.StreamCallTool(
+            request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata))
+
     async def reload(self) -> ReloadResult:
         """Ask the server to read its catalog directories again and swap in the result."""
         return ReloadResult.from_proto(await self._unary(self._stub.Reload, tool_service_pb2.ReloadRequest()))
@@ -162,50 +200,18 @@ class AsyncClient:
         return watch
 
 
-class AsyncToolWatch(AsyncIterator[GenerationEvent]):
+class AsyncToolWatch(AsyncServerStream[GenerationEvent]):
     """An open WatchTools stream: an async iterator of GenerationEvent that aclose() ends."""
 
     def __init__(self, call: Any) -> None:
-        self._call = call
-        self._closed = False
-
-    def __aiter__(self) -> AsyncToolWatch:
-        return self
-
-    async def __anext__(self) -> GenerationEvent:
-        if self._closed:
-            raise StopAsyncIteration
-        try:
-            message = await self._call.read()
-        except asyncio.CancelledError:
-            # grpc.aio reports a locally cancelled call as CancelledError. After aclose() that is the end the
-            # caller asked for; a cancellation of this task itself must go on.
-            if self._closed and not _task_is_cancelling():
-                raise StopAsyncIteration from None
-            raise
-        except grpc.RpcError as exc:
-            if self._closed:
-                raise StopAsyncIteration from None
-            raise error_from_rpc(exc) from exc
-        if message is grpc.aio.EOF:
-            raise StopAsyncIteration
-        return GenerationEvent.from_proto(message)
-
-    async def aclose(self) -> None:
-        """Cancel the stream; an iteration waiting for the next event then ends."""
-        self._closed = True
-        self._call.cancel()
-
-    async def __aenter__(self) -> AsyncToolWatch:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
+        super().__init__(call, GenerationEvent.from_proto)
 
 
-def _task_is_cancelling() -> bool:
-    task = asyncio.current_task()
-    cancelling = getattr(task, "cancelling", None)  # Task.cancelling() is new in Python 3.11
-    return bool(cancelling()) if cancelling is not None else False
+class AsyncCallStream(AsyncServerStream[StreamEvent]):
+    """An open StreamCallTool stream: CallProgress and OutputChunk events, then one ToolResult.
+
+    aclose() (or leaving an `async with` block, or cancelling the iterating task) stops the tool on the server.
+    """
+
+    def __init__(self, call: Any) -> None:
+        super().__init__(call, stream_event_from_proto)

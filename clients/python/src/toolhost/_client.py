@@ -18,12 +18,23 @@ from typing import Any, Literal, TypeVar
 
 import grpc
 
+from ._connection import PemSource, channel_security, with_security_metadata
 from ._errors import error_from_rpc
-from ._results import GenerationEvent, ReloadResult, ToolInfo, ToolPage, ToolResult
+from ._results import (
+    GenerationEvent,
+    ReloadResult,
+    StreamEvent,
+    ToolInfo,
+    ToolPage,
+    ToolResult,
+    stream_event_from_proto,
+)
+from ._streams import ServerStream
 from .v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 __all__ = [
-    "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES", "DEFAULT_TARGET", "Client", "Metadata", "ToolView", "ToolWatch",
+    "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES", "DEFAULT_TARGET", "CallStream", "Client", "Metadata", "ToolView",
+    "ToolWatch",
 ]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -87,14 +98,27 @@ def call_request(
     return tool_service_pb2.CallToolRequest(name=name, arguments_json=text, call_id=call_id or "")
 
 
+def stream_call_request(
+    name: str, arguments: Mapping[str, Any] | None, keyword_arguments: Mapping[str, Any], call_id: str | None
+) -> tool_service_pb2.StreamCallToolRequest:
+    unary = call_request(name, arguments, keyword_arguments, call_id)
+    return tool_service_pb2.StreamCallToolRequest(
+        name=unary.name, arguments_json=unary.arguments_json, call_id=unary.call_id)
+
+
 class Client:
     """A blocking client of one toolhost server; thread-safe, and meant to be reused.
 
     `timeout` is the default deadline in seconds of each call (None: no deadline; watch_tools never has
     one unless asked). `metadata` is sent with every call. Pass `channel` to use a channel you built (with
     TLS, interceptors, a load-balancing config ...); the client then leaves it open on close().
-    `credentials` makes a TLS channel to `target`. Every gRPC error is raised as a toolhost.ToolhostError
-    subclass; a tool that ran and failed is a ToolResult with success=False.
+    `credentials` makes a TLS channel to `target`; or, simpler, `tls=True` verifies the server with the
+    system's roots and `root_certificates` with these (PEM bytes, or a file path), and `client_certificate` with
+    `client_key` (PEM bytes or paths) add a client certificate (mTLS). `server_name_override` checks the
+    server's certificate for that name instead of the target's host. `token` goes with every call as
+    `authorization: Bearer <token>`, over TLS only; in plaintext only to a loopback or unix socket target and
+    with `insecure_token_ok=True` (otherwise ValueError says why). Every gRPC error is raised as a
+    toolhost.ToolhostError subclass; a tool that ran and failed is a ToolResult with success=False.
     """
 
     def __init__(
@@ -106,15 +130,26 @@ class Client:
         channel: grpc.Channel | None = None,
         credentials: grpc.ChannelCredentials | None = None,
         max_receive_message_bytes: int = DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+        tls: bool = False,
+        root_certificates: PemSource | None = None,
+        client_certificate: PemSource | None = None,
+        client_key: PemSource | None = None,
+        server_name_override: str | None = None,
+        token: str | None = None,
+        insecure_token_ok: bool = False,
     ) -> None:
+        security = channel_security(
+            target, credentials=credentials, tls=tls, root_certificates=root_certificates,
+            client_certificate=client_certificate, client_key=client_key, server_name_override=server_name_override,
+            token=token, insecure_token_ok=insecure_token_ok, own_channel=channel is None)
         self.target = target
         self.timeout = timeout
-        self._metadata = metadata_pairs(metadata)
+        self._metadata = with_security_metadata(metadata_pairs(metadata), security)
         self._owns_channel = channel is None
         if channel is None:
-            options = channel_options(max_receive_message_bytes)
-            if credentials is not None:
-                channel = grpc.secure_channel(target, credentials, options=options)
+            options = [*channel_options(max_receive_message_bytes), *security.options]
+            if security.credentials is not None:
+                channel = grpc.secure_channel(target, security.credentials, options=options)
             else:
                 channel = grpc.insecure_channel(target, options=options)
         self._channel = channel
@@ -205,6 +240,29 @@ class Client:
         request = call_request(name, arguments, kwargs_arguments, call_id)
         return ToolResult.from_proto(self._unary(self._stub.CallTool, request, timeout))
 
+    def stream_call(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        /,
+        *,
+        call_id: str | None = None,
+        timeout: float | None = None,
+        **kwargs_arguments: Any,
+    ) -> CallStream:
+        """Run a tool and follow it: iterate the returned stream for CallProgress and OutputChunk events as
+        they happen, then a ToolResult (the same as call_tool's, output included)::
+
+            with client.stream_call("ping", host="example.com") as stream:
+                for event in stream:
+                    if isinstance(event, toolhost.OutputChunk):
+                        print(event.text, end="")
+
+        Arguments as for call_tool. Errors before the tool starts are raised by the iteration."""
+        request = stream_call_request(name, arguments, kwargs_arguments, call_id)
+        return CallStream(self._stub.StreamCallTool(
+            request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata))
+
     def reload(self) -> ReloadResult:
         """Ask the server to read its catalog directories again and swap in the result."""
         return ReloadResult.from_proto(self._unary(self._stub.Reload, tool_service_pb2.ReloadRequest()))
@@ -220,37 +278,18 @@ class Client:
         return watch
 
 
-class ToolWatch(Iterator[GenerationEvent]):
+class ToolWatch(ServerStream[GenerationEvent]):
     """An open WatchTools stream: an iterator of GenerationEvent that close() ends."""
 
     def __init__(self, call: Any) -> None:
-        self._call = call
-        self._closed = False
+        super().__init__(call, GenerationEvent.from_proto)
 
-    def __iter__(self) -> ToolWatch:
-        return self
 
-    def __next__(self) -> GenerationEvent:
-        if self._closed:
-            raise StopIteration
-        try:
-            message = next(self._call)
-        except grpc.RpcError as exc:
-            # close() cancels the call, which surfaces here as CANCELLED: the end the caller asked for.
-            if self._closed:
-                raise StopIteration from None
-            raise error_from_rpc(exc) from exc
-        return GenerationEvent.from_proto(message)
+class CallStream(ServerStream[StreamEvent]):
+    """An open StreamCallTool stream: CallProgress and OutputChunk events, then one ToolResult.
 
-    def close(self) -> None:
-        """Cancel the stream; a next() blocked in another thread then ends the iteration."""
-        self._closed = True
-        self._call.cancel()
+    close() (or leaving a `with` block) cancels the call, which stops the tool on the server.
+    """
 
-    def __enter__(self) -> ToolWatch:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
+    def __init__(self, call: Any) -> None:
+        super().__init__(call, stream_event_from_proto)

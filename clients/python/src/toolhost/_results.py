@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from google.protobuf import json_format, struct_pb2
 
@@ -261,6 +261,46 @@ class ToolResult:
             generation=message.generation,
             raw=message,
         )
+
+
+@dataclass(frozen=True)
+class CallProgress:
+    """A streamed call's progress as the tool reported it: `progress` of `total` (None when unknown)."""
+
+    progress: float
+    total: float | None
+    message: str
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """A piece of a streamed call's output, in order: `stream` is "stdout" or "stderr", `data` UTF-8 bytes."""
+
+    stream: Literal["stdout", "stderr"]
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+StreamEvent = CallProgress | OutputChunk | ToolResult
+"""What a StreamCallTool stream yields: progress and output chunks, then the ToolResult."""
+
+
+def stream_event_from_proto(message: tool_service_pb2.StreamCallToolResponse) -> StreamEvent:
+    which = message.WhichOneof("event")
+    if which == "output":
+        stream: Literal["stdout", "stderr"] = (
+            "stderr" if message.output.stream == tool_service_pb2.OUTPUT_STREAM_STDERR else "stdout")
+        return OutputChunk(stream, message.output.data)
+    if which == "progress":
+        progress = message.progress
+        return CallProgress(progress.progress, progress.total if progress.HasField("total") else None,
+                            progress.message)
+    if which == "result":
+        return ToolResult.from_proto(message.result)
+    raise ValueError(f"the server sent a stream event this client does not know ({which}); upgrade the client")
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,22 @@ from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from toolhost.v1 import tool_pb2 as _tool_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class OutputStream(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTPUT_STREAM_UNSPECIFIED: _ClassVar[OutputStream]
+    OUTPUT_STREAM_STDOUT: _ClassVar[OutputStream]
+    OUTPUT_STREAM_STDERR: _ClassVar[OutputStream]
+OUTPUT_STREAM_UNSPECIFIED: OutputStream
+OUTPUT_STREAM_STDOUT: OutputStream
+OUTPUT_STREAM_STDERR: OutputStream
 
 class ListToolsRequest(_message.Message):
     __slots__ = ("platform", "category", "tags", "provider", "view", "page_size", "page_token")
@@ -68,6 +78,46 @@ class CallToolRequest(_message.Message):
     arguments_json: str
     call_id: str
     def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., arguments_json: _Optional[str] = ..., call_id: _Optional[str] = ...) -> None: ...
+
+class StreamCallToolRequest(_message.Message):
+    __slots__ = ("name", "arguments", "arguments_json", "call_id")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
+    CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    arguments: _struct_pb2.Struct
+    arguments_json: str
+    call_id: str
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., arguments_json: _Optional[str] = ..., call_id: _Optional[str] = ...) -> None: ...
+
+class StreamCallToolResponse(_message.Message):
+    __slots__ = ("progress", "output", "result")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    progress: CallProgress
+    output: OutputChunk
+    result: CallToolResponse
+    def __init__(self, progress: _Optional[_Union[CallProgress, _Mapping]] = ..., output: _Optional[_Union[OutputChunk, _Mapping]] = ..., result: _Optional[_Union[CallToolResponse, _Mapping]] = ...) -> None: ...
+
+class CallProgress(_message.Message):
+    __slots__ = ("progress", "total", "message")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    progress: float
+    total: float
+    message: str
+    def __init__(self, progress: _Optional[float] = ..., total: _Optional[float] = ..., message: _Optional[str] = ...) -> None: ...
+
+class OutputChunk(_message.Message):
+    __slots__ = ("stream", "data")
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    stream: OutputStream
+    data: bytes
+    def __init__(self, stream: _Optional[_Union[OutputStream, str]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class CallToolResponse(_message.Message):
     __slots__ = ("success", "tool", "call_id", "output", "stderr", "structured_output", "error", "duration_ms", "trace_id", "timestamp", "exit_code", "truncated", "original_size_bytes", "redacted", "generation")

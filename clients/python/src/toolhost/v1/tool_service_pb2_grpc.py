@@ -57,6 +57,11 @@ class ToolServiceStub:
                 request_serializer=toolhost_dot_v1_dot_tool__service__pb2.CallToolRequest.SerializeToString,
                 response_deserializer=toolhost_dot_v1_dot_tool__service__pb2.CallToolResponse.FromString,
                 _registered_method=True)
+        self.StreamCallTool = channel.unary_stream(
+                '/toolhost.v1.ToolService/StreamCallTool',
+                request_serializer=toolhost_dot_v1_dot_tool__service__pb2.StreamCallToolRequest.SerializeToString,
+                response_deserializer=toolhost_dot_v1_dot_tool__service__pb2.StreamCallToolResponse.FromString,
+                _registered_method=True)
         self.Reload = channel.unary_unary(
                 '/toolhost.v1.ToolService/Reload',
                 request_serializer=toolhost_dot_v1_dot_tool__service__pb2.ReloadRequest.SerializeToString,
@@ -111,6 +116,20 @@ class ToolServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def StreamCallTool(self, request, context):
+        """StreamCallTool runs a tool like CallTool and streams the call as it happens: progress reports, the
+        process's output in chunks as it writes them, and last one `result`, the CallToolResponse that CallTool
+        would have returned (it repeats the whole output, so a client that only wants the result can skip the
+        rest). Chunks are redacted like the result, and stop at the same size limit.
+
+        Errors before the tool starts (unknown tool, invalid arguments, over capacity) end the stream with the
+        same status CallTool returns. Cancelling the stream, or its deadline passing, stops the tool: a process
+        tool's whole process tree is killed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Reload(self, request, context):
         """Reload reads the catalog directories again, builds and validates a new snapshot and swaps it in.
 
@@ -148,6 +167,11 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     servicer.CallTool,
                     request_deserializer=toolhost_dot_v1_dot_tool__service__pb2.CallToolRequest.FromString,
                     response_serializer=toolhost_dot_v1_dot_tool__service__pb2.CallToolResponse.SerializeToString,
+            ),
+            'StreamCallTool': grpc.unary_stream_rpc_method_handler(
+                    servicer.StreamCallTool,
+                    request_deserializer=toolhost_dot_v1_dot_tool__service__pb2.StreamCallToolRequest.FromString,
+                    response_serializer=toolhost_dot_v1_dot_tool__service__pb2.StreamCallToolResponse.SerializeToString,
             ),
             'Reload': grpc.unary_unary_rpc_method_handler(
                     servicer.Reload,
@@ -249,6 +273,33 @@ class ToolService:
             '/toolhost.v1.ToolService/CallTool',
             toolhost_dot_v1_dot_tool__service__pb2.CallToolRequest.SerializeToString,
             toolhost_dot_v1_dot_tool__service__pb2.CallToolResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def StreamCallTool(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/toolhost.v1.ToolService/StreamCallTool',
+            toolhost_dot_v1_dot_tool__service__pb2.StreamCallToolRequest.SerializeToString,
+            toolhost_dot_v1_dot_tool__service__pb2.StreamCallToolResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,65 @@
+"""Authorization: which tools a caller sees and may call, and who may act as admin.
+
+A tool the caller may not see must be indistinguishable from one that does not exist, or names and their
+existence would leak: `find_visible` raises the same ToolNotFoundError for both, with suggestions drawn only
+from the tools the caller sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..errors import PermissionDeniedError, ToolNotFoundError
+from ..model import ToolSpec
+from ..registry import RegisteredTool, Snapshot, close_names
+from .caller import Caller
+
+
+def may_see(caller: Caller, spec: ToolSpec) -> bool:
+    return caller.permissions.may_see(spec)
+
+
+def may_call(caller: Caller, spec: ToolSpec) -> bool:
+    return caller.permissions.may_call(spec)
+
+
+def is_admin(caller: Caller) -> bool:
+    return caller.permissions.admin
+
+
+def visible_names(snapshot: Snapshot, caller: Caller) -> Sequence[str]:
+    """The sorted names of the tools `caller` sees in `snapshot` (cached per snapshot and set of rights)."""
+    permissions = caller.permissions
+    if permissions.unrestricted:
+        return snapshot.names
+    return snapshot.filtered(("visible", permissions), permissions.may_see)
+
+
+def find_visible(snapshot: Snapshot, caller: Caller, name: str) -> RegisteredTool:
+    """The tool called `name` if `caller` may see it; otherwise ToolNotFoundError as for an unknown name."""
+    tool = snapshot.tools().get(name)
+    if tool is not None and may_see(caller, tool.spec):
+        return tool
+    raise ToolNotFoundError(name, close_names(name, visible_names(snapshot, caller)))
+
+
+def authorize_call(caller: Caller, spec: ToolSpec) -> None:
+    """PermissionDeniedError unless `caller` may run the tool (which it is known to see)."""
+    if may_call(caller, spec):
+        return
+    if spec.requires_admin and caller.permissions.call.covers(spec):
+        raise PermissionDeniedError(
+            f"tool {spec.name!r} requires the admin role, which {_who(caller)} does not have")
+    raise PermissionDeniedError(
+        f"{_who(caller)} may see tool {spec.name!r} but not call it; a role with a call grant for it is needed")
+
+
+def require_admin(caller: Caller, action: str) -> None:
+    """PermissionDeniedError unless `caller` has the admin role."""
+    if not is_admin(caller):
+        raise PermissionDeniedError(f"{action} needs the admin role, which {_who(caller)} does not have")
+
+
+def _who(caller: Caller) -> str:
+    roles = ", ".join(sorted(caller.roles)) or "none"
+    return f"caller {caller.name!r} (roles: {roles})"

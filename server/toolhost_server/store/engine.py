@@ -1,0 +1,136 @@
+"""SQLAlchemy engines for the store's URL, and the one place where database errors become StoreErrors.
+
+Two databases are supported: a SQLite file (the default, in the data dir) and PostgreSQL through psycopg 3,
+which many replicas share. Every message names the database by its URL without the password.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy.exc
+from sqlalchemy import URL, Engine, create_engine, event, make_url
+
+from .errors import StoreError, StoreUnavailableError
+
+DATABASE_FILE_NAME = "toolhost.db"
+_URL_FORMS = "sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+_URL_SETTING = "database_url (TOOLHOST_DATABASE_URL)"
+
+# SQLite: writers wait this long for each other (the CLI and a server may write at once) before "locked".
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+# PostgreSQL, shared by many replicas: each keeps a small pool, so that replicas x (size + overflow) stays
+# under the server's max_connections (100 by default; put PgBouncer in front for more replicas). Connections
+# are checked before use and recycled, because a failover or an idle-cutting proxy leaves dead ones behind.
+POSTGRES_POOL_SIZE = 5
+POSTGRES_MAX_OVERFLOW = 5
+POSTGRES_POOL_TIMEOUT_SECONDS = 10
+POSTGRES_POOL_RECYCLE_SECONDS = 1800
+POSTGRES_CONNECT_TIMEOUT_SECONDS = 10
+
+
+def sqlite_file_url(path: Path) -> URL:
+    return URL.create("sqlite", database=str(path))
+
+
+def parse_database_url(text: str) -> URL:
+    """The URL to connect to: `postgresql://` and `postgres://` mean psycopg 3, the driver toolhost ships."""
+    try:
+        url = make_url(text)
+    except sqlalchemy.exc.ArgumentError:
+        # Not echoed: an unparsable URL may still hold a password.
+        raise StoreUnavailableError(f"{_URL_SETTING} is not a database URL; use {_URL_FORMS}") from None
+    backend = url.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        if url.drivername in ("postgresql", "postgres"):
+            return url.set(drivername="postgresql+psycopg")
+        if url.get_driver_name() != "psycopg":
+            raise StoreUnavailableError(
+                f"{_URL_SETTING} {safe_url_text(url)} asks for the driver {url.get_driver_name()!r}; toolhost "
+                "ships psycopg 3: write postgresql://... or postgresql+psycopg://...")
+        return url
+    if backend == "sqlite":
+        return url
+    raise StoreUnavailableError(
+        f"{_URL_SETTING} {safe_url_text(url)}: {backend} is not supported; use {_URL_FORMS}")
+
+
+def safe_url_text(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def sqlite_file(url: URL) -> Path | None:
+    """The file of a SQLite URL, or None for another database or an in-memory one."""
+    database = url.database or ""
+    if url.get_backend_name() != "sqlite" or database in ("", ":memory:") or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+def create_store_engine(url: URL) -> Engine:
+    """An engine for `url` (from parse_database_url). Nothing connects until it is used."""
+    # hide_parameters: statements in error messages never carry the values bound to them.
+    if url.get_backend_name() == "sqlite":
+        engine = create_engine(url, hide_parameters=True)
+        event.listen(engine, "connect", _configure_sqlite_connection)
+        return engine
+    return create_engine(
+        url, hide_parameters=True,
+        pool_size=POSTGRES_POOL_SIZE, max_overflow=POSTGRES_MAX_OVERFLOW, pool_timeout=POSTGRES_POOL_TIMEOUT_SECONDS,
+        pool_recycle=POSTGRES_POOL_RECYCLE_SECONDS, pool_pre_ping=True,
+        connect_args={"connect_timeout": POSTGRES_CONNECT_TIMEOUT_SECONDS, "application_name": "toolhost"})
+
+
+def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
+    # WAL lets readers (a server's lookups) go on while a writer (the CLI) commits; NORMAL sync is durable
+    # enough in WAL mode. The busy timeout makes concurrent writers wait instead of failing at once.
+    dbapi_connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    dbapi_connection.execute("PRAGMA journal_mode = WAL")
+    dbapi_connection.execute("PRAGMA synchronous = NORMAL")
+    dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+
+@contextmanager
+def database_errors(url: URL) -> Iterator[None]:
+    """Turn SQLAlchemy's and the driver's errors raised inside into StoreErrors that say what to check."""
+    try:
+        yield
+    except sqlalchemy.exc.SQLAlchemyError as exc:
+        raise _store_error(exc, url) from None
+
+
+def _store_error(exc: sqlalchemy.exc.SQLAlchemyError, url: URL) -> StoreError:
+    reason = _reason(exc, url)
+    where = safe_url_text(url)
+    path = sqlite_file(url)
+    if isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+        if path is not None:
+            return StoreUnavailableError(
+                f"cannot use the SQLite database {path}: {reason} (check that the directory is writable by the "
+                "server's user, or set data_dir / database_url)")
+        return StoreUnavailableError(
+            f"cannot use the database at {where}: {reason} (check {_URL_SETTING}, and that the database runs "
+            "and accepts this server's connections)")
+    if isinstance(exc, sqlalchemy.exc.TimeoutError):
+        return StoreUnavailableError(
+            f"no free connection to the database at {where} within {POSTGRES_POOL_TIMEOUT_SECONDS}s: every "
+            "pooled connection is busy (slow queries, or too many concurrent calls)")
+    if isinstance(exc, (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError)):
+        return StoreUnavailableError(f"{_URL_SETTING} {where} is not usable: {reason}; use {_URL_FORMS}")
+    return StoreError(f"database error at {where}: {reason}")
+
+
+def _reason(exc: sqlalchemy.exc.SQLAlchemyError, url: URL) -> str:
+    # The driver's own message (SQLAlchemy's adds the statement and a link). Drivers do not quote passwords,
+    # but a URL can end up in a message, so the password is removed in any case.
+    original = getattr(exc, "orig", None)
+    text = str(original if original is not None else exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    reason = "; ".join(lines[:2]) or type(exc).__name__
+    if url.password:
+        reason = reason.replace(str(url.password), "***")
+    return reason

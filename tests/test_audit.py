@@ -1,0 +1,82 @@
+"""The audit trail: one record per call, however it ends, with argument keys and never their values."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+
+import pytest
+
+import toolhost
+from toolhost_server.audit import AuditRecord, AuditTrail
+
+from conftest import write_tool
+
+SECRET_ARGUMENT = "value-that-must-not-be-audited"
+
+
+def audit_records(caplog: pytest.LogCaptureFixture) -> list[dict]:
+    return [r.audit for r in caplog.records if r.name == "toolhost.audit" and hasattr(r, "audit")]
+
+
+async def test_every_call_leaves_one_record_with_keys_not_values(start_server, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="toolhost.audit")
+    write_tool(tmp_path, "greet_someone")
+    server = await start_server(catalog_dirs=[tmp_path])
+    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+        ok = await client.call_tool("echo", text=SECRET_ARGUMENT, call_id="call-ok")
+        with pytest.raises(toolhost.NotFoundError):
+            await client.call_tool("no_such_tool", secret=SECRET_ARGUMENT, call_id="call-missing")
+        with pytest.raises(toolhost.InvalidArgumentError):
+            await client.call_tool("greet_someone", name=5, call_id="call-invalid")
+        streamed = [e async for e in client.stream_call("echo", text="streamed", call_id="call-streamed")]
+    assert ok.success and isinstance(streamed[-1], toolhost.ToolResult)
+    records = {r["call_id"]: r for r in audit_records(caplog)}
+    assert set(records) == {"call-ok", "call-missing", "call-invalid", "call-streamed"}
+    assert records["call-ok"]["outcome"] == "OK" and records["call-ok"]["tool"] == "echo"
+    assert records["call-ok"]["argument_keys"] == ["text"]
+    assert records["call-ok"]["caller"] == "anonymous" and records["call-ok"]["auth_method"] == "anonymous"
+    assert records["call-ok"]["duration_ms"] > 0 and records["call-ok"]["time"].endswith("+00:00")
+    assert records["call-missing"]["outcome"] == "TOOL_NOT_FOUND"
+    assert records["call-missing"]["argument_keys"] == ["secret"]
+    assert records["call-invalid"]["outcome"] == "INVALID_ARGUMENTS"
+    assert records["call-streamed"]["outcome"] == "OK"
+    assert SECRET_ARGUMENT not in caplog.text
+
+
+async def test_a_cancelled_call_is_recorded_as_cancelled(start_server, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="toolhost.audit")
+    write_tool(tmp_path, "nap", "name: nap\ndescription: Sleeps.\nrunner: {type: python, entrypoint: 'asyncio:sleep'}\n"
+               "parameters: [{name: delay, type: number, required: true}]\n")
+    server = await start_server(catalog_dirs=[tmp_path])
+    async with toolhost.AsyncClient(server.target) as client:
+        with pytest.raises(toolhost.DeadlineExceededError):
+            await client.call_tool("nap", delay=5, timeout=0.3, call_id="call-cancelled")
+    for _ in range(100):
+        if audit_records(caplog):
+            break
+        await asyncio.sleep(0.02)
+    [record] = audit_records(caplog)
+    assert record["call_id"] == "call-cancelled" and record["outcome"] in ("CANCELLED", "DEADLINE_EXCEEDED")
+
+
+async def test_records_reach_the_store_in_batches_off_the_call_path():
+    stored: list[list[AuditRecord]] = []
+    trail = AuditTrail(stored.append, batch_size=3, flush_seconds=0.05)
+    trail.start()
+    record = AuditRecord(time=datetime.now(UTC), caller="c", auth_method="token", tool="echo", call_id="x",
+                         trace_id="", duration_ms=1.0, outcome="OK", argument_keys=("text",))
+    for _ in range(7):
+        trail.record(record)
+    await trail.close()
+    assert [len(batch) for batch in stored] == [3, 3, 1]
+
+
+async def test_a_store_that_falls_behind_drops_the_oldest_and_counts_them():
+    trail = AuditTrail(lambda batch: None, batch_size=1000, flush_seconds=60, max_waiting=5)
+    trail.start()
+    for index in range(8):
+        trail.record(AuditRecord(datetime.now(UTC), "c", "token", "echo", str(index), "", 1.0, "OK", ()))
+    assert trail.dropped == 3
+    await trail.close()
