@@ -48,7 +48,7 @@ ServerFactory = Callable[..., Awaitable[RunningServer]]
 
 
 @pytest.fixture
-async def start_server() -> AsyncIterator[ServerFactory]:
+async def start_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ServerFactory]:
     """`await start_server(catalog_dirs=(...), ...)` starts a server with those Config fields (watching off
     unless asked, so tests decide when reloads happen)."""
     running: list[RunningServer] = []
@@ -56,7 +56,8 @@ async def start_server() -> AsyncIterator[ServerFactory]:
     async def start(**overrides: Any) -> RunningServer:
         # process_user root: many tests run this interpreter, which lives where only root may enter (/root);
         # tests/test_process_identity.py covers the unprivileged default with the system's own programs.
-        fields: dict[str, Any] = {"grpc_address": "127.0.0.1:0", "watch_catalog": False, "process_user": "root"}
+        fields: dict[str, Any] = {"grpc_address": "127.0.0.1:0", "watch_catalog": False, "process_user": "root",
+                                  "data_dir": str(tmp_path_factory.mktemp("data"))}
         fields.update(overrides)
         if "catalog_dirs" in fields:
             fields["catalog_dirs"] = tuple(str(d) for d in fields["catalog_dirs"])

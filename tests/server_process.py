@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,7 +21,9 @@ class ServerProcess:
     def __init__(self, *args: str, env: Mapping[str, str] | None = None, address: str = "127.0.0.1:0") -> None:
         self.args = args
         self.address = address
-        self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), **(env or {})}
+        # A data directory of its own (the SQLite store), unless the test gives one.
+        self.data_dir = tempfile.mkdtemp(prefix="toolhost-test-data-")
+        self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), "TOOLHOST_DATA_DIR": self.data_dir, **(env or {})}
         self.process: asyncio.subprocess.Process | None = None
         self.log = b""
         self.port = 0
@@ -55,3 +59,4 @@ class ServerProcess:
         if self.process is not None and self.process.returncode is None:
             self.process.kill()
             await self.process.wait()
+        shutil.rmtree(self.data_dir, ignore_errors=True)

@@ -10,6 +10,8 @@ import pytest
 
 import toolhost
 from toolhost_server.audit import AuditRecord, AuditTrail
+from toolhost_server.store.audit_table import AuditTable
+from toolhost_server.store.database import Store
 
 from conftest import write_tool
 
@@ -80,3 +82,27 @@ async def test_a_store_that_falls_behind_drops_the_oldest_and_counts_them():
         trail.record(AuditRecord(datetime.now(UTC), "c", "token", "echo", str(index), "", 1.0, "OK", ()))
     assert trail.dropped == 3
     await trail.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    if request.param == "sqlite":
+        return ""  # the default: toolhost.db in the server's data_dir
+    return request.getfixturevalue("postgres_url").render_as_string(hide_password=False)
+
+
+async def test_records_are_written_to_the_database_in_batches(start_server, database_url):
+    server = await start_server(database_url=database_url)
+    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+        for index in range(5):
+            await client.call_tool("echo", text=SECRET_ARGUMENT, call_id=f"db-{index}")
+    await server.toolhost.audit.close()  # writes what is still waiting
+    table = AuditTable(Store.from_config(server.toolhost.config))
+    try:
+        stored = await asyncio.to_thread(table.latest, 10)
+    finally:
+        table.store.close()
+    assert sorted(r.call_id for r in stored) == [f"db-{i}" for i in range(5)]
+    assert {(r.tool, r.outcome, r.argument_keys, r.caller) for r in stored} == {("echo", "OK", ("text",), "anonymous")}
+    assert all(r.time.tzinfo is not None and r.duration_ms > 0 for r in stored)
+    assert server.toolhost.audit.failed == 0 and server.toolhost.audit.dropped == 0

@@ -53,7 +53,7 @@ def catalog(directory: Path) -> Path:
         "runner: {type: python, entrypoint: 'catalog_functions:canary_function'}\n")
     (directory / "needs_missing.yaml").write_text(
         "name: needs_missing\ndescription: Declares a credential nobody configured.\n"
-        "credentials: [canary, nowhere-to-be-found]\n"
+        "credentials: [canary, nowheretobefound]\n"
         "runner: {type: process, argv: [\"true\"]}\n")
     return directory
 
@@ -109,7 +109,7 @@ async def test_a_canary_credential_appears_nowhere(server, tmp_path):
 
     # A credential nobody configured: a failed result naming it, never a value.
     assert not missing.success and missing.error is not None and missing.error.code == "MISSING_CREDENTIALS"
-    assert "nowhere-to-be-found" in missing.error.message and "canary " not in missing.error.message
+    assert "nowheretobefound" in missing.error.message and "canary " not in missing.error.message
     assert_clean(missing.error.message, "the missing-credentials message")
 
     assert server.process is not None

@@ -26,11 +26,15 @@ async def test_bad_files_are_reported_and_skipped(start_server, tmp_path):
     write_tool(tmp_path, "runner", "name: runner\ndescription: Bad runner.\nrunner: {type: teleport}\n")
     write_tool(tmp_path, "regex", "name: regex\ndescription: Bad intent.\nimplementation: echo\n"
                "intents: ['dns lookup (?P<domain']\n")
+    write_tool(tmp_path, "creds", "name: creds\ndescription: Bad credential name.\nimplementation: echo\n"
+               "credentials:\n  - winrm\n  - aws_prod\n")
     server = await start_server(catalog_dirs=[tmp_path])
     report = await server.stub.Reload(RELOAD)
     assert report.success
     by_file = {e.file.rsplit("/", 1)[-1]: e for e in report.errors}
-    assert set(by_file) == {"syntax.yaml", "typo.yaml", "runner.yaml", "regex.yaml"}
+    assert set(by_file) == {"syntax.yaml", "typo.yaml", "runner.yaml", "regex.yaml", "creds.yaml"}
+    # An underscore would make TOOLHOST_CRED_AWS_PROD_<KEY> ambiguous: refused at load, at its line.
+    assert by_file["creds.yaml"].line == 6 and "'aws_prod' is not a credential name" in by_file["creds.yaml"].reason
     assert by_file["syntax.yaml"].line == 5 and "YAML syntax error" in by_file["syntax.yaml"].reason
     assert by_file["typo.yaml"].line == 4
     assert "'timeout_second'" in by_file["typo.yaml"].reason and "'timeout_seconds'" in by_file["typo.yaml"].reason

@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from contextlib import suppress
 
-from .audit import AuditTrail
+from .audit import AuditRecord, AuditTrail
 from .auth import Authenticator
 from .catalog.loader import ToolLoader
 from .config import Config
@@ -44,7 +45,7 @@ class Toolhost:
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
-        self.audit = AuditTrail()
+        self.audit = AuditTrail(_audit_store(config))
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
         self.reloader = Reloader(self.loader, self.registry)
         self.pipeline = CallPipeline(
@@ -79,3 +80,14 @@ class Toolhost:
             self._watch_task.cancel()
             with suppress(asyncio.CancelledError):
                 await self._watch_task
+
+
+def _audit_store(config: Config) -> Callable[[Sequence[AuditRecord]], None] | None:
+    """Where audit records go besides the log: the store's audit_records table, unless turned off."""
+    if not config.audit_database:
+        return None
+    # Imported here: SQLAlchemy takes a while to import, and a server with the audit table off never needs it.
+    from .store.audit_table import AuditTable
+    from .store.database import Store
+
+    return AuditTable(Store.from_config(config)).append

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from contextlib import suppress
@@ -65,6 +67,9 @@ class AuditTrail:
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
         """Records that never reached the store because too many were waiting."""
+        self.failed = 0
+        """Records the store could not write."""
+        self._last_failure_logged = -math.inf
 
     def start(self) -> None:
         if self._store is not None and self._task is None:
@@ -102,8 +107,13 @@ class AuditTrail:
             try:
                 await asyncio.to_thread(self._store, batch)
             except Exception:
-                logger.exception("writing %d audit records to the database failed; they are in the log only",
-                                 len(batch))
+                self.failed += len(batch)
+                # Once a minute at most: a database that is down would otherwise add a traceback every second.
+                now = time.monotonic()
+                if now - self._last_failure_logged >= 60:
+                    self._last_failure_logged = now
+                    logger.exception("writing audit records to the database failed (%d records so far); they are "
+                                     "in the log only", self.failed)
 
     async def close(self) -> None:
         """Stop the writer after storing what is waiting."""

@@ -54,6 +54,7 @@ class Config:
     database_url: str = ""
     credentials_dir: str = ""
     store_key_file: str = ""
+    audit_database: bool = True
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
@@ -209,6 +210,8 @@ SETTINGS: tuple[Setting, ...] = (
             _path),
     Setting("store_key_file", "file holding the base64 key that encrypts values in the database (or give the key "
             "itself in TOOLHOST_STORE_KEY)", _path),
+    Setting("audit_database", "also write each call's audit record to the store's database (batched, off the call "
+            "path); the log gets it either way", _bool),
     Setting("tls_cert_file", "PEM certificate chain to serve gRPC over TLS (read again when it changes)", str),
     Setting("tls_key_file", "PEM private key of tls_cert_file", str),
     Setting("tls_client_ca_file", "PEM CA certificates; TCP clients must then present a certificate they signed "

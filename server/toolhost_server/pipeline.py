@@ -228,7 +228,9 @@ class CallPipeline:
                 try:
                     credentials = await self._credentials.resolve(tool.spec.credentials)
                 except MissingCredentialsError as exc:
-                    outcome = RunOutcome(failure=ToolFailure(exc.code, exc.message))
+                    # Where the server looked (paths, database) is for the operator's log, not for the caller.
+                    logger.warning("call %s of tool %s: %s", call_id, tool.spec.name, exc.message)
+                    outcome = RunOutcome(failure=ToolFailure(exc.code, _missing_credentials(tool.spec.name, exc)))
                 else:
                     # From here on the call's own secrets are hidden too, in every form.
                     redactor = self._redactor.learn(credentials.values())
@@ -275,6 +277,13 @@ def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:
         return outcome, False
     return dataclasses.replace(outcome, output=output.value, stderr=stderr.value, structured=structured.value,
                                failure=failure), redacted
+
+
+def _missing_credentials(tool: str, exc: MissingCredentialsError) -> str:
+    names = ", ".join(exc.names)
+    return (f"tool {tool!r} needs credentials this server has no value for: {names}. An operator provides them as "
+            "TOOLHOST_CRED_<NAME>_<KEY> variables, <name>.<key> files in credentials_dir, or with `toolhost "
+            "credentials set`; the server log says where it looked")
 
 
 def _without_cut_secret(text: str, cut: bool, redactor: Redactor) -> str:

@@ -14,6 +14,7 @@ from typing import Any, TypeAlias
 
 import jsonschema_rs
 
+from ..credentials.names import InvalidCredentialError, check_credential_name
 from ..model import NO_DEFAULT, PARAMETER_TYPES, Annotations, Example, Parameter, ToolSource, ToolSpec
 from ..schema import check_schema, derive_input_schema
 
@@ -106,7 +107,7 @@ def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
         tags=_str_list(data, "tags"),
         examples=_examples(data.get("examples"), input_schema),
         annotations=_annotations(data.get("annotations")),
-        credentials=_str_list(data, "credentials"),
+        credentials=_credential_names(data),
         intents=check_intents(data.get("intents")),
     )
 
@@ -197,6 +198,16 @@ def _str_list(data: Mapping[str, Any], key: str) -> tuple[str, ...]:
         if not isinstance(item, str) or not item:
             raise DefinitionError(f"`{key}` must be a list of non-empty strings", (key, index))
     return tuple(value)
+
+
+def _credential_names(data: Mapping[str, Any]) -> tuple[str, ...]:
+    names = _str_list(data, "credentials")
+    for index, name in enumerate(names):
+        try:
+            check_credential_name(name)
+        except InvalidCredentialError as exc:
+            raise DefinitionError(str(exc), ("credentials", index)) from None
+    return names
 
 
 def _schema(value: Any, key: str) -> dict[str, Any]:

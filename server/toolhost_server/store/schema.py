@@ -8,7 +8,19 @@ does not do yet.
 
 from __future__ import annotations
 
-from sqlalchemy import Column, DateTime, LargeBinary, MetaData, PrimaryKeyConstraint, String, Table
+from sqlalchemy import (
+    JSON,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+)
 
 # Constraint names fixed by convention, so that a later migration can name them on SQLite and PostgreSQL alike.
 metadata = MetaData(naming_convention={
@@ -27,4 +39,21 @@ credentials = Table(
     Column("value", LargeBinary, nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("name", "key"),
+)
+
+# One row per call (see toolhost_server.audit): who called which tool, how it ended; argument keys, not values.
+audit_records = Table(
+    "audit_records", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("caller", String(256), nullable=False),
+    Column("auth_method", String(32), nullable=False),
+    Column("tool", String(256), nullable=False),
+    Column("call_id", String(128), nullable=False),
+    Column("trace_id", String(32), nullable=False),
+    Column("duration_ms", Float, nullable=False),
+    Column("outcome", String(64), nullable=False),
+    Column("argument_keys", JSON, nullable=False),
+    Index("ix_audit_records_time", "time"),
+    Index("ix_audit_records_call_id", "call_id"),
 )
