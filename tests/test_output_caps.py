@@ -56,3 +56,32 @@ async def test_a_50_mb_output_is_cut_with_the_right_counts_in_bounded_memory(tmp
     assert result.stderr == "done\n"
     # Holding the whole output would take 50 MB and more; the capture keeps 1 MiB per stream plus a read chunk.
     assert after - before < 20 * 1024, f"peak memory grew by {(after - before) // 1024} MiB"
+
+
+async def test_a_tool_sets_its_own_limit_and_python_tools_are_cut_too(start_server, tmp_path):
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    runner = {"type": "process", "argv": [sys.executable, "-c", "print('z' * 5000)"]}
+    (catalog / "small.yaml").write_text(
+        f"name: small\ndescription: Keeps 100 bytes.\nmax_output_bytes: 100\nrunner: {json.dumps(runner)}\n")
+    (catalog / "echo_small.yaml").write_text(
+        "name: echo_small\ndescription: Echo, 10 bytes kept.\nmax_output_bytes: 10\n"
+        "runner: {type: python, entrypoint: 'toolhost_server.tools.echo:Echo'}\n"
+        "parameters: [{name: text, type: string, required: true}]\n")
+    (catalog / "describe_small.yaml").write_text(
+        "name: describe_small\ndescription: Returns its arguments as structured output.\nmax_output_bytes: 40\n"
+        "runner: {type: python, entrypoint: 'catalog_functions:describe'}\n"
+        "parameters: [{name: text, type: string, required: true}]\n")
+    (catalog / "bad_limit.yaml").write_text(
+        "name: bad_limit\ndescription: Bad.\nmax_output_bytes: 0\nimplementation: echo\n")
+    server = await start_server(catalog_dirs=[catalog])
+    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+        small = await client.call_tool("small")
+        echoed = await client.call_tool("echo_small", text="é" * 8)  # 16 bytes
+        described = await client.call_tool("describe_small", text="x" * 100)
+        report = await client.reload()
+    assert small.truncated and small.original_size_bytes == 5001 and small.output == ""  # one 5000-byte token
+    assert echoed.truncated and echoed.original_size_bytes == 16 and echoed.output == "é" * 5
+    assert not described.success and described.error is not None and described.error.code == "INVALID_OUTPUT"
+    assert "max_output_bytes" in described.error.message
+    assert [(e.line, "max_output_bytes" in e.reason) for e in report.errors] == [(3, True)]

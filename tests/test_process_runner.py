@@ -380,11 +380,13 @@ async def test_the_callers_deadline_is_deadline_exceeded_and_leaves_nothing(star
 
 
 async def test_many_timeouts_leave_no_processes_and_no_open_descriptors(start_server, tmp_path):
+    # The audit store opens its database files at its first batch, in the middle of the count: it is off here,
+    # where the process runner's descriptors are what is counted.
     tag = marker()
     add_tool(tmp_path, "hangs", {"type": "process", "argv": [
         "sh", "-c", "setsid sleep 1000 & sleep 1000"], "env": {"TEST_MARKER": tag}},
         extra="timeout_seconds: 0.05\n")
-    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2, audit_database=False)
     assert (await call(server, "hangs")).error.code == "TIMEOUT"
     descriptors = len(os.listdir("/proc/self/fd"))
     for _ in range(50):

@@ -104,6 +104,8 @@ class ToolSpec:
     requires_admin: bool = False
     # How many calls of this tool may run at once; None: only the server-wide limit applies.
     max_concurrency: int | None = None
+    # Bytes of output kept per stream; None: the server's max_output_bytes.
+    max_output_bytes: int | None = None
     tags: tuple[str, ...] = ()
     examples: tuple[Example, ...] = ()
     annotations: Annotations = Annotations()
@@ -131,6 +133,7 @@ class ToolSpec:
                 self.timeout_seconds,
                 self.requires_admin,
                 self.max_concurrency,
+                self.max_output_bytes,
                 self.tags,
                 [[e.description, e.arguments] for e in self.examples],
                 [

@@ -55,6 +55,7 @@ def spec_from_tool_class(cls: type[Tool]) -> ToolSpec:
         timeout_seconds=cls.timeout_seconds,
         requires_admin=cls.requires_admin,
         max_concurrency=cls.max_concurrency,
+        max_output_bytes=cls.max_output_bytes,
         tags=cls.tags,
         examples=cls.examples,
         annotations=cls.annotations,

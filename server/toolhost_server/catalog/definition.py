@@ -25,6 +25,7 @@ TOP_LEVEL_KEYS = frozenset(
         "name", "display_name", "description", "category", "platform", "version", "source", "parameters",
         "input_schema", "output_schema", "timeout_seconds", "requires_admin", "tags", "examples", "runner",
         "credentials", "intents", "annotations", "implementation", "max_concurrency",
+        "max_output_bytes",
     }
 )
 PARAMETER_KEYS = frozenset(
@@ -104,6 +105,7 @@ def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
         timeout_seconds=_timeout(data.get("timeout_seconds")),
         requires_admin=_bool(data, "requires_admin"),
         max_concurrency=_max_concurrency(data.get("max_concurrency")),
+        max_output_bytes=_max_output_bytes(data.get("max_output_bytes")),
         tags=_str_list(data, "tags"),
         examples=_examples(data.get("examples"), input_schema),
         annotations=_annotations(data.get("annotations")),
@@ -178,6 +180,14 @@ def _timeout(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise DefinitionError("timeout_seconds must be a positive number of seconds", "timeout_seconds")
     return float(value)
+
+
+def _max_output_bytes(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DefinitionError("max_output_bytes must be a whole number of bytes, at least 1", "max_output_bytes")
+    return value
 
 
 def _max_concurrency(value: Any) -> int | None:

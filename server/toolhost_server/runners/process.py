@@ -196,5 +196,6 @@ class ProcessRunner(Runner):
         argv = self._template.render(invocation.tool.name, arguments)
         env = {**self._env, **invocation.credentials.env()} if invocation.credentials else self._env
         command = ChildCommand(tool=invocation.tool.name, argv=argv, program=self._template.program, env=env,
-                               cwd=self._cwd, install_hint=self._install_hint, identity=self._identity)
+                               cwd=self._cwd, install_hint=self._install_hint, identity=self._identity,
+                               max_output_bytes=invocation.tool.max_output_bytes)
         return await run_command(command, self._settings, invocation.events)

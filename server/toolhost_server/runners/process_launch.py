@@ -59,6 +59,8 @@ class ChildCommand:
     script: bytes | None = None
     # (uid, gid) to run as; None keeps the server's user.
     identity: tuple[int, int] | None = None
+    # Bytes kept of each output stream; None: the server's max_output_bytes.
+    max_output_bytes: int | None = None
 
 
 def child_environment(static: Mapping[str, str], home: str | None, marker: str) -> dict[str, str]:
@@ -131,7 +133,7 @@ async def _spawn_and_wait(
     events: CallEvents | None,
 ) -> RunOutcome:
     loop = asyncio.get_running_loop()
-    protocol = CaptureProtocol(settings.max_output_bytes, events)
+    protocol = CaptureProtocol(command.max_output_bytes or settings.max_output_bytes, events)
     # Until the leader is in spawned_leaders, stray reaping must not touch a zombie it does not recognise: it
     # could be this leader, exited already, which asyncio is about to reap.
     with spawning():

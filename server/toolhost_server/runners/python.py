@@ -52,6 +52,7 @@ class PythonRunner(Runner):
         self._call = call
         self._is_async = is_async
         self._slots = slots
+        self.max_output_bytes = 1024 * 1024
 
     async def _run_in_thread(self, invocation: Invocation, arguments: dict[str, Any], context: ToolContext) -> Any:
         # A thread holds its slot until the function returns, even after the call timed out and was answered.
@@ -76,7 +77,9 @@ class PythonRunner(Runner):
         target = resolve_entrypoint(entrypoint)
         if isinstance(target, type) and issubclass(target, Tool):
             instance = target()
-            return cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots)
+            runner = cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots)
+            runner.max_output_bytes = tool.max_output_bytes or settings.max_output_bytes
+            return runner
         if not callable(target):
             raise RunnerConfigError(f"entrypoint {entrypoint!r} is not callable")
         # A function gets its arguments as keywords, and the credentials its tool declares as `credentials=`.
@@ -96,8 +99,11 @@ class PythonRunner(Runner):
                     return await target(**arguments, credentials=context.credentials)
                 return await target(**arguments)
 
-            return cls(acall_with_keywords, True, settings.sync_tool_slots)
-        return cls(call_with_keywords, False, settings.sync_tool_slots)
+            runner = cls(acall_with_keywords, True, settings.sync_tool_slots)
+        else:
+            runner = cls(call_with_keywords, False, settings.sync_tool_slots)
+        runner.max_output_bytes = tool.max_output_bytes or settings.max_output_bytes
+        return runner
 
     async def run(self, invocation: Invocation) -> RunOutcome:
         context = ToolContext(
@@ -126,7 +132,25 @@ class PythonRunner(Runner):
             return RunOutcome(failure=ToolFailure("TOOL_EXCEPTION", (
                 f"tool {invocation.tool.name!r} failed with an unexpected error; the server log has the detail "
                 f"under call id {invocation.call_id}")))
-        return _outcome_of(result)
+        return _capped(_outcome_of(result), self.max_output_bytes)
+
+
+def _capped(outcome: RunOutcome, limit: int) -> RunOutcome:
+    """The text output cut at `limit` bytes like a process's stdout; a structured output that large is refused
+    (cut, it would no longer be the value the tool returned)."""
+    if outcome.structured is not None:
+        size = len(json.dumps(outcome.structured, ensure_ascii=False).encode("utf-8"))
+        if size > limit:
+            return RunOutcome(failure=ToolFailure("INVALID_OUTPUT", (
+                f"the tool returned {size} bytes of structured output, more than its limit of {limit} "
+                "(max_output_bytes)")))
+    data = outcome.output.encode("utf-8", errors="surrogatepass")
+    if len(data) <= limit:
+        return outcome
+    # A character cut in two at the limit is dropped, as for a process.
+    kept = data[:limit].decode("utf-8", errors="ignore")
+    return RunOutcome(output=kept, structured=outcome.structured, failure=outcome.failure, truncated=True,
+                      original_size_bytes=len(data), cut_streams=frozenset({"stdout"}))
 
 
 def _check_takes_credentials(entrypoint: str, function: Callable[..., Any]) -> None:

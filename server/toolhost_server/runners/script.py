@@ -136,5 +136,6 @@ class ScriptRunner(Runner):
         env.update(invocation.credentials.env())  # TOOL_CRED_<NAME>_<KEY>, only the ones the tool declares
         command = ChildCommand(tool=invocation.tool.name, argv=self._interpreter,
                                program=os.path.basename(self._interpreter[0]), env=env, cwd=self._cwd,
-                               install_hint=self._install_hint, script=self._script, identity=self._identity)
+                               install_hint=self._install_hint, script=self._script, identity=self._identity,
+                               max_output_bytes=invocation.tool.max_output_bytes)
         return await run_command(command, self._settings, invocation.events)

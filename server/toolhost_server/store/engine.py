@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy.exc
-from sqlalchemy import URL, Engine, create_engine, event, make_url
+from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
 
 from .errors import StoreError, StoreUnavailableError
 
@@ -77,6 +77,7 @@ def create_store_engine(url: URL) -> Engine:
     if url.get_backend_name() == "sqlite":
         engine = create_engine(url, hide_parameters=True)
         event.listen(engine, "connect", _configure_sqlite_connection)
+        event.listen(engine, "begin", _begin_immediately)
         return engine
     return create_engine(
         url, hide_parameters=True,
@@ -88,10 +89,19 @@ def create_store_engine(url: URL) -> Engine:
 def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
     # WAL lets readers (a server's lookups) go on while a writer (the CLI) commits; NORMAL sync is durable
     # enough in WAL mode. The busy timeout makes concurrent writers wait instead of failing at once.
+    # The driver's own BEGIN is off: _begin_immediately starts every transaction instead.
+    dbapi_connection.isolation_level = None
     dbapi_connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
     dbapi_connection.execute("PRAGMA journal_mode = WAL")
     dbapi_connection.execute("PRAGMA synchronous = NORMAL")
     dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+
+def _begin_immediately(connection: Connection) -> None:
+    # A deferred transaction that reads and then writes cannot wait for another writer: SQLite answers "database
+    # is locked" at once, busy timeout or not (it would deadlock otherwise). Taking the write lock at BEGIN makes
+    # concurrent writers (stores starting together, the CLI beside a server) wait their turn instead.
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 @contextmanager

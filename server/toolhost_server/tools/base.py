@@ -83,6 +83,7 @@ class Tool(ABC):
     timeout_seconds: ClassVar[float | None] = None
     requires_admin: ClassVar[bool] = False
     max_concurrency: ClassVar[int | None] = None
+    max_output_bytes: ClassVar[int | None] = None
     tags: ClassVar[tuple[str, ...]] = ()
     examples: ClassVar[tuple[Example, ...]] = ()
     annotations: ClassVar[Annotations] = Annotations()
