@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import secrets
 import socket
+from collections.abc import Awaitable
 
 from toolhost.v1 import tool_service_pb2
+from toolhost_server.auth import hash_token
 
 from conftest import write_tool
+from tls_certificates import CertificateAuthority
 
 
 def remote_tool(name: str, target: str, remote_name: str, timeout: float | None = None) -> str:
@@ -63,3 +67,46 @@ async def test_a_forwarding_loop_is_refused(start_server, tmp_path):
     response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="loop"))
     assert not response.success and response.error.code == "REMOTE_ERROR"
     assert "FAILED_PRECONDITION" in response.error.message and "forwarded 4 times" in response.error.message
+
+
+async def test_a_remote_that_requires_tls_and_a_token_gets_them(start_server, tmp_path, monkeypatch):
+    pki = CertificateAuthority(tmp_path / "pki")
+    server_pair = pki.issue_server("worker")
+    token = secrets.token_urlsafe(32)
+    auth_file = tmp_path / "auth.yaml"
+    auth_file.write_text("roles:\n  front:\n    call: {tools: [echo]}\n"
+                         f"tokens:\n  - {{name: front-toolhost, sha256: {hash_token(token)}, roles: [front]}}\n")
+    worker = await start_server(auth_file=auth_file, tls_cert_file=server_pair.certificate,
+                                tls_key_file=server_pair.key)
+    # The token is a credential of this (front) server, resolved per call and never shown.
+    monkeypatch.setenv("TOOLHOST_CRED_WORKERS_TOKEN", token)
+    front_dir = tmp_path / "front"
+    tls = {"ca_file": str(pki.certificate), "server_name": "localhost"}
+    for name, runner in {
+        "with_token": {"type": "remote", "target": worker.target, "tool": "echo", "tls": tls,
+                       "token_credential": "workers"},
+        "without_token": {"type": "remote", "target": worker.target, "tool": "echo", "tls": tls},
+        "plaintext": {"type": "remote", "target": worker.target, "tool": "echo"},
+    }.items():
+        write_tool(front_dir, name, f"name: {name}\ndescription: Forwards.\ncredentials: [workers]\n"
+                   f"runner: {json.dumps(runner)}\nparameters: [{{name: text, type: string, required: true}}]\n")
+    in_clear = {"type": "remote", "target": "workers.example:50051", "token_credential": "workers"}
+    write_tool(front_dir, "token_in_clear", (
+        "name: token_in_clear\ndescription: Refused at load.\ncredentials: [workers]\n"
+        f"runner: {json.dumps(in_clear)}\n"))
+    front = await start_server(catalog_dirs=[front_dir])
+    report = await front.stub.Reload(tool_service_pb2.ReloadRequest())
+    assert [("token_in_clear" in e.file, "plaintext" in e.reason) for e in report.errors] == [(True, True)]
+
+    def call(name: str) -> Awaitable[tool_service_pb2.CallToolResponse]:
+        return front.stub.CallTool(tool_service_pb2.CallToolRequest(name=name, arguments_json='{"text": "hi"}'))
+
+    response = await call("with_token")
+    assert response.success and response.output == "hi"
+    response = await call("without_token")
+    assert not response.success and response.error.code == "REMOTE_ERROR"
+    assert "UNAUTHENTICATED" in response.error.message
+    response = await call("plaintext")
+    assert not response.success and response.error.code in ("REMOTE_UNAVAILABLE", "REMOTE_ERROR")
+    for response in (await call("with_token"), await call("without_token")):
+        assert token not in str(response)

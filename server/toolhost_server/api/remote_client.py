@@ -10,7 +10,7 @@ from google.protobuf import json_format
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 
 from ..runners import RunOutcome, ToolFailure
-from ..runners.remote import RemoteCall
+from ..runners.remote import RemoteCall, RemoteTls
 
 HOPS_METADATA_KEY = "toolhost-hops"
 
@@ -23,22 +23,31 @@ _CHANNEL_OPTIONS = [
 
 
 class GrpcRemoteCaller:
-    """Forwards calls to other toolhosts over gRPC. Channels are opened on first use and kept."""
+    """Forwards calls to other toolhosts over gRPC. Channels are opened on first use and kept, one per target
+    and TLS setting (the certificate files are read when a channel opens)."""
 
     def __init__(self) -> None:
-        self._channels: dict[str, grpc.aio.Channel] = {}
+        self._channels: dict[tuple[str, RemoteTls | None], grpc.aio.Channel] = {}
 
-    def _stub(self, target: str) -> tool_service_pb2_grpc.ToolServiceStub:
-        channel = self._channels.get(target)
+    def _stub(self, target: str, tls: RemoteTls | None) -> tool_service_pb2_grpc.ToolServiceStub:
+        channel = self._channels.get((target, tls))
         if channel is None:
-            channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
-            self._channels[target] = channel
+            if tls is None:
+                channel = grpc.aio.insecure_channel(target, options=_CHANNEL_OPTIONS)
+            else:
+                options: list[tuple[str, int | str]] = list(_CHANNEL_OPTIONS)
+                if tls.server_name:
+                    options.append(("grpc.ssl_target_name_override", tls.server_name))
+                channel = grpc.aio.secure_channel(target, _channel_credentials(tls), options=options)
+            self._channels[(target, tls)] = channel
         return tool_service_pb2_grpc.ToolServiceStub(channel)
 
     async def call(self, request: RemoteCall) -> RunOutcome:
         metadata = [(HOPS_METADATA_KEY, str(request.hops)), *request.trace_headers.items()]
+        if request.token:
+            metadata.append(("authorization", f"Bearer {request.token}"))
         try:
-            response = await self._stub(request.target).CallTool(
+            response = await self._stub(request.target, request.tls).CallTool(
                 tool_service_pb2.CallToolRequest(
                     name=request.tool, arguments_json=json.dumps(dict(request.arguments)), call_id=request.call_id),
                 timeout=request.timeout_seconds,
@@ -61,6 +70,18 @@ class GrpcRemoteCaller:
         for channel in self._channels.values():
             await channel.close()
         self._channels.clear()
+
+
+def _channel_credentials(tls: RemoteTls) -> grpc.ChannelCredentials:
+    def read(path: str) -> bytes:
+        with open(path, "rb") as handle:  # a few KiB, once per channel
+            return handle.read()
+
+    return grpc.ssl_channel_credentials(
+        root_certificates=read(tls.ca_file) if tls.ca_file else None,
+        private_key=read(tls.key_file) if tls.key_file else None,
+        certificate_chain=read(tls.cert_file) if tls.cert_file else None,
+    )
 
 
 def _failure_of(request: RemoteCall, exc: grpc.aio.AioRpcError) -> RunOutcome:
