@@ -10,15 +10,21 @@ BUF := tools/node_modules/.bin/buf
 STAMP := $(VENV)/.installed
 PROTO_FILES := $(wildcard proto/toolhost/v1/*.proto)
 PY_GEN_DIR := clients/python/src
+TS_DIR := clients/ts
+PROTOC_GEN_ES := $(TS_DIR)/node_modules/.bin/protoc-gen-es
+# The directories `make generate` fills from proto/ (Python by grpcio-tools, Go and TypeScript by buf).
+GEN_DIRS := $(PY_GEN_DIR)/toolhost/v1 clients/go/gen $(TS_DIR)/src/gen
+# The baseline `buf breaking` compares proto/ with: the contract as last released (refresh: make proto-baseline).
+PROTO_BASELINE := tools/proto-baseline/toolhost-v1.binpb
 
-.PHONY: help run test bench generate check-generated lint tools venv clean
+.PHONY: help run test test-go bench generate check-generated lint breaking proto-baseline tools venv clean
 
 help:
 	@echo "make run              start the server on its defaults (gRPC 127.0.0.1:50051, bundled catalog)"
-	@echo "make test             run every test"
+	@echo "make test             run every test (Python, then the Go client's)"
 	@echo "make generate         regenerate the code made from proto/"
 	@echo "make check-generated  fail when the committed generated code differs from proto/"
-	@echo "make lint             buf lint, ruff and mypy --strict"
+	@echo "make lint             buf lint, buf breaking (against $(PROTO_BASELINE)), ruff and mypy --strict"
 	@echo "make bench            measure toolhost against a bare grpc.aio server (bench/results/)"
 	@echo "make tools            install pinned grpcurl, grpc-health-probe and buf into .tools/ and tools/"
 
@@ -30,46 +36,66 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 venv: $(STAMP)
 
 # Go tools are pinned in tools/go.mod (tool directives); `go install tool` builds every one of them.
-$(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/grpc-health-probe &: tools/go.mod tools/go.sum
+GO_TOOLS := $(addprefix $(TOOLS_BIN)/,grpcurl grpc-health-probe protoc-gen-go protoc-gen-go-grpc)
+$(GO_TOOLS) &: tools/go.mod tools/go.sum
 	cd tools && GOBIN=$(TOOLS_BIN) GOFLAGS=-mod=mod go install tool
-	touch $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/grpc-health-probe
+	touch $(GO_TOOLS)
 
 $(BUF): tools/package.json tools/package-lock.json
 	# Not `npm ci`: the registry here lacks buf's binaries for other platforms, which npm ci insists on.
 	npm install --prefix tools --no-audit --no-fund --silent
 	touch $@
 
-tools: $(TOOLS_BIN)/grpcurl $(TOOLS_BIN)/grpc-health-probe $(BUF)
+# protoc-gen-es comes with the TypeScript client's own dependencies, at the version its runtime expects.
+$(PROTOC_GEN_ES): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	npm ci --prefix $(TS_DIR) --no-audit --no-fund --silent
+	touch $@
+
+tools: $(GO_TOOLS) $(BUF) $(PROTOC_GEN_ES)
 
 run: venv
 	$(BIN)/toolhost serve
 
 test: venv tools
 	PATH="$(TOOLS_BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory test-go
+
+# The Go client's tests start the real Python server from .venv.
+test-go: venv
+	cd clients/go && go vet ./... && go test -count=1 ./...
 
 bench: venv
 	$(BIN)/python bench/core_latency.py
 
-# Generated Python goes next to the hand-written client; see clients/python/src/toolhost/v1.
-define generate_python
-	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=$(1) --pyi_out=$(1) --grpc_python_out=$(1) $(PROTO_FILES)
+# Generated Python goes next to the hand-written client; see clients/python/src/toolhost/v1. $(1) is the root
+# of the tree to write (the repository, or a scratch copy for check-generated).
+define generate_all
+	mkdir -p $(1)/$(PY_GEN_DIR) && \
+	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=$(1)/$(PY_GEN_DIR) --pyi_out=$(1)/$(PY_GEN_DIR) \
+	  --grpc_python_out=$(1)/$(PY_GEN_DIR) $(PROTO_FILES) && \
+	PATH="$(TOOLS_BIN):$(CURDIR)/$(TS_DIR)/node_modules/.bin:$$PATH" $(BUF) generate --output $(1)
 endef
 
-generate: venv
-	$(call generate_python,$(PY_GEN_DIR))
+generate: venv tools
+	rm -rf clients/go/gen $(TS_DIR)/src/gen
+	$(call generate_all,.)
 
-check-generated: venv
+check-generated: venv tools
 	@tmp=$$(mktemp -d) && trap 'rm -rf $$tmp' EXIT && \
-	$(call generate_python,$$tmp) && \
-	for f in $$(cd $$tmp && find . -type f | sort); do \
-	  cmp -s "$$tmp/$$f" "$(PY_GEN_DIR)/$$f" || { echo "generated code is stale: $(PY_GEN_DIR)/$$f (run make generate)"; exit 1; }; \
-	done && \
-	for f in $$(cd $(PY_GEN_DIR) && find . -name '*_pb2*' | sort); do \
-	  test -e "$$tmp/$$f" || { echo "generated file without a proto: $(PY_GEN_DIR)/$$f"; exit 1; }; \
-	done && echo "generated code matches proto/"
+	$(call generate_all,$$tmp) && \
+	tools/check-generated.sh $$tmp $(GEN_DIRS) && echo "generated code matches proto/"
+
+breaking: $(BUF)
+	$(BUF) breaking --against $(PROTO_BASELINE)
+
+# After a release (or a deliberate, announced break): make the current contract the new baseline.
+proto-baseline: $(BUF)
+	mkdir -p $(dir $(PROTO_BASELINE))
+	$(BUF) build --exclude-source-info -o $(PROTO_BASELINE)
 
 lint: venv $(BUF)
 	$(BUF) lint
+	$(BUF) breaking --against $(PROTO_BASELINE)
 	$(BIN)/ruff check server tests clients/python/src
 	$(BIN)/mypy
 
