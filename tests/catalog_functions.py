@@ -114,3 +114,14 @@ class CanaryEverywhere(Tool):
 def canary_function(credentials: Any) -> str:
     """A function tool gets the credentials its YAML declares as the `credentials` keyword."""
     return f"function sees {credentials['canary'].token}"
+
+
+def canary_in_span(credentials: Any) -> str:
+    """Puts its credential into the call's span: an attribute, and an event's name and attributes."""
+    from opentelemetry import trace
+
+    token = credentials["canary"].token
+    span = trace.get_current_span()
+    span.set_attribute("tool.note", f"token {token}")
+    span.add_event(f"used {token}", {"detail": token, "api_key": "an ordinary looking value"})
+    return "noted"

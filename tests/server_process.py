@@ -23,7 +23,9 @@ class ServerProcess:
         self.address = address
         # A data directory of its own (the SQLite store), unless the test gives one.
         self.data_dir = tempfile.mkdtemp(prefix="toolhost-test-data-")
-        self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), "TOOLHOST_DATA_DIR": self.data_dir, **(env or {})}
+        # A free HTTP port too: the default 8010 would be shared by every server a test starts.
+        self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), "TOOLHOST_DATA_DIR": self.data_dir,
+                    "TOOLHOST_HTTP_ADDRESS": "127.0.0.1:0", **(env or {})}
         self.process: asyncio.subprocess.Process | None = None
         self.log = b""
         self.port = 0
@@ -43,6 +45,19 @@ class ServerProcess:
                 if found:
                     self.port = int(found.group(1))
                     return self.port
+
+    async def wait_for_log(self, pattern: bytes, timeout: float = 10) -> re.Match[bytes]:
+        """Read the log until a line matches `pattern` (a regex); the match."""
+        assert self.process is not None and self.process.stderr is not None
+        found = re.search(pattern, self.log)
+        async with asyncio.timeout(timeout):
+            while found is None:
+                line = await self.process.stderr.readline()
+                if not line:
+                    raise RuntimeError(f"server exited before logging {pattern!r}:\n{self.log.decode()}")
+                self.log += line
+                found = re.search(pattern, line)
+        return found
 
     @property
     def target(self) -> str:

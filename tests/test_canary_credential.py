@@ -2,8 +2,10 @@
 
 It must appear nowhere a client or an operator reads: responses (output, stderr, structured output, error
 messages), stream chunks (also when a chunk boundary splits it), progress messages, ListTools, the server's
-log, and process argv. Exported spans join this list when tracing lands (issue 4): the span export path is
-redacted with the same Redactor, tested in the tracing tests.
+log, and process argv. Exported spans are the last place: a tool that writes the canary into its span is
+tested against a real OTLP receiver in
+tests/test_tracing.py::test_a_credential_a_tool_puts_in_its_span_is_redacted_on_export (this server runs as a
+subprocess without tracing).
 """
 
 from __future__ import annotations

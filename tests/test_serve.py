@@ -252,7 +252,10 @@ async def test_toolhost_catalog_dirs_win_over_the_seed_variable_with_a_warning(s
     async with grpc.aio.insecure_channel(server.target) as channel:
         report = await tool_service_pb2_grpc.ToolServiceStub(channel).Reload(tool_service_pb2.ReloadRequest())
     assert "ours" in report.tools and "seed" not in report.tools
-    assert b"WARNING toolhost.config: both TOOLHOST_CATALOG_DIRS and AI_TOOL_CATALOG_DIRS are set" in server.log
+    # stderr is no terminal here, so the log is JSON lines (log_format's default), the configuration's too.
+    records = [json.loads(line) for line in server.log.splitlines() if line.startswith(b"{")]
+    assert any(r["level"] == "WARNING" and r["logger"] == "toolhost.config" and
+               r["message"].startswith("both TOOLHOST_CATALOG_DIRS and AI_TOOL_CATALOG_DIRS are set") for r in records)
 
 
 async def test_the_server_process_is_not_dumpable(served, tmp_path):

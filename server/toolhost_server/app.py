@@ -16,12 +16,15 @@ from .auth import Authenticator
 from .catalog.loader import ToolLoader
 from .config import Config
 from .credentials import CredentialResolver
+from .logs.server_logs import ServerLogs
 from .pipeline import CallPipeline, PipelineSettings
 from .registry import Registry
 from .reloading import Reloader, ReloadReport
 from .runners import RunnerSettings
 from .runners.remote import RemoteCaller
 from .sanitize import LearningRedactor, Redactor
+from .telemetry import Tracing
+from .telemetry.metrics import ToolhostMetrics
 from .watcher import CatalogWatcher
 
 logger = logging.getLogger("toolhost")
@@ -35,6 +38,8 @@ class Toolhost:
         self.registry = Registry()
         # One redactor for outputs and logs; it learns the credential values calls resolve.
         self.redactor = LearningRedactor(Redactor(extra_secret_keys=config.redact_keys))
+        # From the OTEL_* variables; this server's own provider, its exported spans redacted by that redactor.
+        self.tracing = Tracing.from_environment(self.redactor)
         self.runner_settings = RunnerSettings(
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
@@ -42,17 +47,22 @@ class Toolhost:
             remote_caller=remote_caller,
             sync_tool_slots=threading.BoundedSemaphore(config.sync_tool_threads),
             process_identity=config.process_identity(),
+            tracer=self.tracing.tracer,
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
         self.audit = AuditTrail(_audit_store(config))
+        # The memory ring, the database log writer when configured, and the inspector over every log reader.
+        self.logs = ServerLogs(config, self.redactor)
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
-        self.reloader = Reloader(self.loader, self.registry)
+        # Prometheus metrics of this server only (its own collector registry), served at /metrics.
+        self.metrics = ToolhostMetrics()
+        self.reloader = Reloader(self.loader, self.registry, self.metrics.observe_reload)
         self.pipeline = CallPipeline(
             self.registry, PipelineSettings(
                 max_call_seconds=config.max_call_seconds, max_hops=config.max_hops,
                 max_in_flight_calls=config.max_in_flight_calls),
-            self.redactor, self.audit, self.credentials)
+            self.redactor, self.audit, self.credentials, self.tracing.tracer, self.metrics)
         # Reads the auth file now: a server whose rights table is unusable must not start (AuthFileError).
         self.authenticator = Authenticator.from_config(config)
         self._watcher: CatalogWatcher | None = None
@@ -60,6 +70,8 @@ class Toolhost:
 
     async def start(self) -> ReloadReport:
         self.audit.start()
+        self.logs.start()
+        logger.info("%s", self.tracing.describe())
         for line in self.credentials.describe():
             logger.info("credentials: %s", line)
         report = await self.reloader.reload("start")
@@ -76,10 +88,13 @@ class Toolhost:
         self.registry.close()
         await self.audit.close()
         self.credentials.close()
+        await self.logs.close()
         if self._watch_task is not None:
             self._watch_task.cancel()
             with suppress(asyncio.CancelledError):
                 await self._watch_task
+        # Last: the spans of the calls that just ended are exported before the process goes.
+        await asyncio.to_thread(self.tracing.close)
 
 
 def _audit_store(config: Config) -> Callable[[Sequence[AuditRecord]], None] | None:

@@ -29,6 +29,8 @@ class ConfigError(Exception):
 @dataclass(frozen=True)
 class Config:
     grpc_address: str = "127.0.0.1:50051"
+    # Prometheus /metrics and HTTP health; seed 004's port. Empty: no HTTP listener.
+    http_address: str = "127.0.0.1:8010"
     unix_socket: str = ""
     catalog_dirs: tuple[str, ...] = ()
     required_tools: tuple[str, ...] = ()
@@ -47,6 +49,13 @@ class Config:
     shutdown_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
     log_level: str = "INFO"
+    # Empty: text when stderr is a terminal, else json (see logs.formatting.default_log_format).
+    log_format: str = ""
+    log_memory_records: int = 10_000
+    log_files: tuple[str, ...] = ()
+    # Empty: the server's own text format (logs.line_parser.DEFAULT_LINE_PATTERN).
+    log_file_pattern: str = ""
+    log_database: bool = False
     redact_keys: tuple[str, ...] = ()
     # Empty: $XDG_DATA_HOME/toolhost, or ~/.local/share/toolhost (see effective_data_dir).
     data_dir: str = ""
@@ -117,6 +126,10 @@ def _address(value: Any) -> str:
     return text
 
 
+def _optional_address(value: Any) -> str:
+    return "" if not str(value).strip() else _address(value)
+
+
 def _positive(kind: Callable[[Any], float]) -> Callable[[Any], Any]:
     def parse(value: Any) -> Any:
         number = kind(value)
@@ -166,6 +179,23 @@ def _path(value: Any) -> str:
     return os.path.expanduser(text) if text else ""
 
 
+def _log_format(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("", "json", "text"):
+        raise ValueError("must be json or text")
+    return text
+
+
+def _line_pattern(value: Any) -> str:
+    text = str(value)
+    if text:
+        # Imported here: the log package is only needed when a pattern is set.
+        from .logs.line_parser import compile_line_pattern
+
+        compile_line_pattern(text)
+    return text
+
+
 def _log_level(value: Any) -> str:
     level = str(value).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -175,6 +205,8 @@ def _log_level(value: Any) -> str:
 
 SETTINGS: tuple[Setting, ...] = (
     Setting("grpc_address", "TCP address of the gRPC server (host:port)", _address),
+    Setting("http_address", "HTTP address of /metrics, /healthz and /readyz (host:port; empty: no HTTP listener)",
+            _optional_address),
     Setting("unix_socket", "also listen on this unix socket path", str),
     Setting("catalog_dirs", "catalog directory (repeatable; colon-separated in the environment); the bundled "
             "example catalog is used when none is given", _list(":")),
@@ -199,6 +231,17 @@ SETTINGS: tuple[Setting, ...] = (
             _non_negative_float),
     Setting("shutdown_grace_seconds", "then give in-flight calls this long to finish", _non_negative_float),
     Setting("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
+    Setting("log_format", "json (one object per line, for collectors) or text (for a person); default text when "
+            "stderr is a terminal, else json", _log_format),
+    Setting("log_memory_records", "how many of its own recent log records the server keeps in memory for the log "
+            "inspector", _positive(int)),
+    Setting("log_files", "log files the inspector reads, paths or globs (repeatable; colon-separated in the "
+            "environment)", _list(":")),
+    Setting("log_file_pattern", "regular expression for text lines of log_files, with named groups time and "
+            "message (and level, logger, trace_id, span_id; others become fields); default: the server's text "
+            "format. JSON lines need none", _line_pattern),
+    Setting("log_database", "also write the server's log records to the store's logs table (batched, off the "
+            "logging thread), and let the inspector read that table", _bool),
     Setting("redact_keys", "more field names whose values are secrets (comma-separated), besides the built-in "
             "password/secret/token/api_key... rule", _list(",")),
     Setting("data_dir", "directory of the server's own data, such as the SQLite database (default "

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import trace
+
 from .audit import AuditRecord, AuditTrail
 from .auth import ANONYMOUS, Caller, authorize_call, find_visible
 from .call_events import CallEvent, RedactingEvents
@@ -33,6 +35,9 @@ from .model import ToolSpec
 from .registry import Registry
 from .runners import Invocation, RunOutcome, ToolFailure
 from .sanitize import LearningRedactor, Redactor
+from .telemetry import trace_id_of
+from .telemetry.metrics import ToolhostMetrics
+from .telemetry.tool_spans import record_arguments, record_outcome, record_refusal, record_tool, start_tool_span
 
 logger = logging.getLogger("toolhost.calls")
 
@@ -87,6 +92,7 @@ class CallPipeline:
     def __init__(
         self, registry: Registry, settings: PipelineSettings, redactor: Redactor | LearningRedactor | None = None,
         audit: AuditTrail | None = None, credentials: CredentialResolver | None = None,
+        tracer: trace.Tracer | None = None, metrics: ToolhostMetrics | None = None,
     ) -> None:
         self._registry = registry
         self._settings = settings
@@ -97,6 +103,9 @@ class CallPipeline:
         self._audit = audit or AuditTrail()
         # No sources by default: a tool that declares credentials then fails with MISSING_CREDENTIALS.
         self._credentials = credentials or CredentialResolver(())
+        # Off by default: the no-op tracer's spans record nothing and carry no trace id.
+        self._tracer = tracer or trace.NoOpTracer()
+        self._metrics = metrics or ToolhostMetrics()
         self._accepting = True
         self._in_flight = 0
         self._in_flight_by_tool: dict[str, int] = {}
@@ -107,6 +116,11 @@ class CallPipeline:
     def in_flight(self) -> int:
         """Calls between validation and result, including those still cleaning up after a cancel."""
         return self._in_flight
+
+    @property
+    def accepting(self) -> bool:
+        """Whether new calls are taken (false once the server drains)."""
+        return self._accepting
 
     def stop_accepting(self) -> None:
         """Refuse new calls from now on (the server is draining); running calls go on."""
@@ -173,34 +187,42 @@ class CallPipeline:
             task.cancel()
 
     async def _execute(self, request: CallRequest, deliver: Callable[[CallEvent], None] | None) -> CallResult:
-        """Run the call and leave an audit record of it, however it ends."""
+        """Run the call in its execute_tool span and leave an audit record of it, however it ends."""
         call_id = request.call_id or uuid.uuid4().hex
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         argument_keys: tuple[str, ...] = ()
         outcome = "CANCELLED"
-        try:
-            arguments = _arguments_of(request)
-            argument_keys = tuple(sorted(arguments))
-            result = await self._run(request, arguments, call_id, started_at, started, deliver)
-            outcome = "OK" if result.failure is None else result.failure.code
-            return result
-        except ToolhostError as exc:
-            outcome = exc.reason
-            raise
-        except Exception:
-            outcome = "INTERNAL"
-            raise
-        finally:
-            caller = request.caller
-            self._audit.record(AuditRecord(
-                time=started_at, caller=caller.name, auth_method=caller.method.value, tool=request.name,
-                call_id=call_id, trace_id="", duration_ms=(time.perf_counter() - started) * 1000, outcome=outcome,
-                argument_keys=argument_keys))
+        with start_tool_span(self._tracer, request.name, call_id) as span:
+            trace_id = trace_id_of(span)
+            try:
+                arguments = _arguments_of(request)
+                argument_keys = tuple(sorted(arguments))
+                record_arguments(span, arguments, request.arguments_json)
+                result = await self._run(request, arguments, call_id, started_at, started, deliver, span)
+                outcome = "OK" if result.failure is None else result.failure.code
+                return result
+            except ToolhostError as exc:
+                outcome = exc.reason
+                record_refusal(span, outcome)
+                raise
+            except Exception:
+                outcome = "INTERNAL"
+                record_refusal(span, outcome)
+                raise
+            except asyncio.CancelledError:
+                record_refusal(span, outcome)
+                raise
+            finally:
+                caller = request.caller
+                self._audit.record(AuditRecord(
+                    time=started_at, caller=caller.name, auth_method=caller.method.value, tool=request.name,
+                    call_id=call_id, trace_id=trace_id, duration_ms=(time.perf_counter() - started) * 1000,
+                    outcome=outcome, argument_keys=argument_keys))
 
     async def _run(
         self, request: CallRequest, arguments: Mapping[str, Any], call_id: str, started_at: datetime,
-        started: float, deliver: Callable[[CallEvent], None] | None,
+        started: float, deliver: Callable[[CallEvent], None] | None, span: trace.Span,
     ) -> CallResult:
         if not self._accepting:
             raise ShuttingDownError("the server is shutting down; retry on another replica")
@@ -214,6 +236,7 @@ class CallPipeline:
         # Authorize: a tool the caller may not see is NOT_FOUND exactly as an unknown one; one it sees but may
         # not run is PERMISSION_DENIED.
         tool = find_visible(snapshot, request.caller, request.name)
+        record_tool(span, tool.spec, tool.runner.kind)
         authorize_call(request.caller, tool.spec)
         arguments = tool.validator.prepare(tool.spec.name, arguments)
 
@@ -223,43 +246,57 @@ class CallPipeline:
         redactor = self._redactor.current
         events: RedactingEvents | None = None
         self._admit(tool.spec)
+        self._metrics.call_started(tool.spec.name)
+        label, truncated, call_redacted = "CANCELLED", False, False
         try:
-            async with asyncio.timeout(budget):
-                try:
-                    credentials = await self._credentials.resolve(tool.spec.credentials)
-                except MissingCredentialsError as exc:
-                    # Where the server looked (paths, database) is for the operator's log, not for the caller.
-                    logger.warning("call %s of tool %s: %s", call_id, tool.spec.name, exc.message)
-                    outcome = RunOutcome(failure=ToolFailure(exc.code, _missing_credentials(tool.spec.name, exc)))
-                else:
-                    # From here on the call's own secrets are hidden too, in every form.
-                    redactor = self._redactor.learn(credentials.values())
-                    events = RedactingEvents(redactor, deliver) if deliver is not None else None
-                    outcome = await tool.runner.run(Invocation(
-                        tool.spec, arguments, call_id, budget, request.hops, request.trace_headers, events,
-                        credentials))
-        except TimeoutError:
-            if caller_limit is not None and caller_limit <= tool_limit:
-                raise CallerDeadlineExceeded(
-                    f"the caller's deadline of {caller_limit:.3f}s passed before tool {tool.spec.name!r} "
-                    "finished") from None
-            outcome = RunOutcome(failure=ToolFailure(
-                "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
+            try:
+                async with asyncio.timeout(budget):
+                    try:
+                        credentials = await self._credentials.resolve(tool.spec.credentials)
+                    except MissingCredentialsError as exc:
+                        # Where the server looked (paths, database) is for the operator's log, not for the caller.
+                        logger.warning("call %s of tool %s: %s", call_id, tool.spec.name, exc.message)
+                        outcome = RunOutcome(failure=ToolFailure(exc.code, _missing_credentials(tool.spec.name, exc)))
+                    else:
+                        # From here on the call's own secrets are hidden too, in every form.
+                        redactor = self._redactor.learn(credentials.values())
+                        events = RedactingEvents(redactor, deliver) if deliver is not None else None
+                        outcome = await tool.runner.run(Invocation(
+                            tool.spec, arguments, call_id, budget, request.hops, request.trace_headers, events,
+                            credentials))
+            except TimeoutError:
+                if caller_limit is not None and caller_limit <= tool_limit:
+                    raise CallerDeadlineExceeded(
+                        f"the caller's deadline of {caller_limit:.3f}s passed before tool {tool.spec.name!r} "
+                        "finished") from None
+                outcome = RunOutcome(failure=ToolFailure(
+                    "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
+            finally:
+                self._release(tool.spec)
+            streamed_redacted = events.finish(outcome.cut_streams) if events is not None else False
+            outcome, redacted = _redact(outcome, redactor)
+            redacted = redacted or streamed_redacted
+            record_outcome(span, outcome, redacted)
+            label = "OK" if outcome.failure is None else outcome.failure.code
+            truncated, call_redacted = outcome.truncated, redacted
+            duration_ms = (time.perf_counter() - started) * 1000
+            return CallResult(
+                success=outcome.failure is None,
+                tool=tool.spec.name,
+                call_id=call_id,
+                generation=snapshot.generation,
+                started_at=started_at,
+                duration_ms=duration_ms,
+                outcome=outcome,
+                trace_id=trace_id_of(span),
+                redacted=redacted,
+            )
+        except ToolhostError as exc:
+            label = exc.reason
+            raise
         finally:
-            self._release(tool.spec)
-        streamed_redacted = events.finish(outcome.cut_streams) if events is not None else False
-        outcome, redacted = _redact(outcome, redactor)
-        duration_ms = (time.perf_counter() - started) * 1000
-        return CallResult(
-            success=outcome.failure is None,
-            tool=tool.spec.name,
-            call_id=call_id,
-            generation=snapshot.generation,
-            started_at=started_at,
-            duration_ms=duration_ms,
-            outcome=outcome,
-            redacted=redacted or streamed_redacted,
-        )
+            self._metrics.call_finished(tool.spec.name, label, time.perf_counter() - started, truncated,
+                                        call_redacted)
 
 
 def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .catalog.loader import ToolLoader
 from .daemon_threads import run_in_daemon_thread
+from .model import ToolSource
 from .registry import CatalogProblem, Registry
 
 logger = logging.getLogger("toolhost.registry")
@@ -31,9 +33,11 @@ class ReloadReport:
 class Reloader:
     """Owns the loader and serialises reloads, whoever asks (the Reload RPC, the file watcher, start-up)."""
 
-    def __init__(self, loader: ToolLoader, registry: Registry) -> None:
+    def __init__(self, loader: ToolLoader, registry: Registry,
+                 observe: Callable[[ReloadReport], None] | None = None) -> None:
         self._loader = loader
         self._registry = registry
+        self._observe = observe  # told of every reload's report (the metrics)
         self._lock = asyncio.Lock()
         self.reload_count = 0
 
@@ -44,32 +48,42 @@ class Reloader:
 
     async def _reload(self, trigger: str) -> ReloadReport:
         async with self._lock:
-            self.reload_count += 1
-            dirs = tuple(str(d) for d in self._loader.catalog_dirs)
-            logger.info("[ToolRegistry] Reloading (%s) with catalog dirs: %s", trigger, list(dirs))
-            # YAML parsing is CPU work: a thread keeps the loop serving calls meanwhile.
-            result = await run_in_daemon_thread(self._loader.load, name="catalog-load")
-            for problem in result.problems:
-                where = f"{problem.file}:{problem.line}" if problem.line else problem.file
-                logger.error("[ToolRegistry] %s: %s", where, problem.reason)
-            if result.tools is None:
-                snapshot = self._registry.snapshot
-                logger.error("[ToolRegistry] Reload failed; still serving generation %d", snapshot.generation)
-                return ReloadReport(False, snapshot.generation, snapshot.names, (), dirs, tuple(result.problems))
-            change = self._registry.swap(result.tools)
+            report = await self._load_and_swap(trigger)
+        if self._observe is not None:
+            self._observe(report)
+        return report
+
+    async def _load_and_swap(self, trigger: str) -> ReloadReport:
+        self.reload_count += 1
+        dirs = tuple(str(d) for d in self._loader.catalog_dirs)
+        logger.info("[ToolRegistry] Reloading (%s) with catalog dirs: %s", trigger, list(dirs))
+        for directory in dirs:
+            logger.info("[ToolRegistry] Scanning catalog directory: %s", directory)
+        # YAML parsing is CPU work: a thread keeps the loop serving calls meanwhile.
+        result = await run_in_daemon_thread(self._loader.load, name="catalog-load")
+        for problem in result.problems:
+            where = f"{problem.file}:{problem.line}" if problem.line else problem.file
+            logger.error("[ToolRegistry] %s: %s", where, problem.reason)
+        if result.tools is None:
             snapshot = self._registry.snapshot
-            for name in result.missing_required:
-                logger.error("[ToolRegistry] Required tool '%s' not found in registry!", name)
-            logger.info("[ToolRegistry] Registry loaded with %d tools (generation %d): %s",
-                        len(snapshot), snapshot.generation, list(snapshot.names))
-            return ReloadReport(
-                success=True,
-                generation=snapshot.generation,
-                tools=snapshot.names,
-                missing_required=tuple(result.missing_required),
-                catalog_dirs=dirs,
-                problems=tuple(result.problems),
-                added=change.added if change else (),
-                removed=change.removed if change else (),
-                changed=change.changed if change else (),
-            )
+            logger.error("[ToolRegistry] Reload failed; still serving generation %d", snapshot.generation)
+            return ReloadReport(False, snapshot.generation, snapshot.names, (), dirs, tuple(result.problems))
+        yaml_tools = sum(1 for tool in result.tools.values() if tool.spec.source is ToolSource.CATALOG)
+        logger.info("[ToolRegistry] Loaded %d YAML tools", yaml_tools)
+        change = self._registry.swap(result.tools)
+        snapshot = self._registry.snapshot
+        for name in result.missing_required:
+            logger.error("[ToolRegistry] Required tool '%s' not found in registry!", name)
+        logger.info("[ToolRegistry] Registry loaded with %d tools (generation %d): %s",
+                    len(snapshot), snapshot.generation, list(snapshot.names))
+        return ReloadReport(
+            success=True,
+            generation=snapshot.generation,
+            tools=snapshot.names,
+            missing_required=tuple(result.missing_required),
+            catalog_dirs=dirs,
+            problems=tuple(result.problems),
+            added=change.added if change else (),
+            removed=change.removed if change else (),
+            changed=change.changed if change else (),
+        )

@@ -20,21 +20,34 @@ import sys
 from .api.server import GrpcServer, create_toolhost
 from .auth import AuthFileError, UnsafeExposureError, check_exposure
 from .config import Config
+from .logs.formatting import make_formatter
+from .logs.memory import MemoryRingHandler
 from .sanitize import LearningRedactor, RedactingLogFilter, Redactor
+from .telemetry import TracingConfigError
+from .web.app import create_http_app
+from .web.server import HttpServer
 
 logger = logging.getLogger("toolhost")
 
 _PR_SET_DUMPABLE = 4
 
 
-def configure_logging(level: str, redactor: Redactor | LearningRedactor | None = None) -> None:
-    """Log to stderr; every record passes the redactor first, so a secret that reaches a log line (a tool's
-    own logger, an exception message) is replaced before it is written."""
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)
+def configure_logging(
+    level: str, redactor: Redactor | LearningRedactor | None = None, log_format: str = ""
+) -> None:
+    """Log to stderr as JSON lines or text (`log_format`; "" picks by whether stderr is a terminal); every
+    record passes the redactor first, so a secret that reaches a log line (a tool's own logger, an exception
+    message) is replaced before it is formatted."""
+    root = logging.getLogger()
+    # basicConfig(force=True) removes every root handler: the log inspector's ring goes back on afterwards.
+    kept = [handler for handler in root.handlers if isinstance(handler, MemoryRingHandler)]
+    logging.basicConfig(level=level, stream=sys.stderr, force=True)
     log_filter = RedactingLogFilter(redactor or Redactor())
-    for handler in logging.getLogger().handlers:
+    for handler in root.handlers:
         handler.addFilter(log_filter)
+        handler.setFormatter(make_formatter(log_format))
+    for handler in kept:
+        root.addHandler(handler)
 
 
 def harden_process() -> None:
@@ -59,10 +72,10 @@ async def serve(config: Config) -> int:
         # its address needs.
         check_exposure(config)
         toolhost = create_toolhost(config)
-    except (UnsafeExposureError, AuthFileError) as exc:
+    except (UnsafeExposureError, AuthFileError, TracingConfigError) as exc:
         logger.error("cannot start: %s", exc)
         return 1
-    configure_logging(config.log_level, toolhost.redactor)
+    configure_logging(config.log_level, toolhost.redactor, config.log_format)
     report = await toolhost.start()
     if not report.success:
         # Without a catalog there is nothing sensible to serve; failing fast shows the reason in the
@@ -81,6 +94,18 @@ async def serve(config: Config) -> int:
     host = config.grpc_address.rpartition(":")[0]
     logger.info("toolhost serving gRPC on %s:%d%s", host, port,
                 f" and unix:{config.unix_socket}" if config.unix_socket else "")
+    http = None
+    if config.http_address:
+        http = HttpServer(create_http_app(toolhost.metrics, lambda: toolhost.pipeline.accepting), config.http_address)
+        try:
+            http_port = await http.start()
+        except OSError as exc:
+            logger.error("cannot start: %s", exc)
+            await server.stop(0)
+            await toolhost.close()
+            return 1
+        logger.info("toolhost serving HTTP (/metrics, /healthz, /readyz) on %s:%d",
+                    config.http_address.rpartition(":")[0], http_port)
 
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()
@@ -103,6 +128,7 @@ async def serve(config: Config) -> int:
         await asyncio.wait_for(force_stop.wait(), config.shutdown_delay_seconds)
     toolhost.pipeline.stop_accepting()
     toolhost.registry.close()
+    toolhost.logs.stop_following()
     grace = 0.0 if force_stop.is_set() else config.shutdown_grace_seconds
     logger.info("refusing new calls; waiting up to %.1fs for calls in flight", grace)
     stopping = asyncio.ensure_future(server.stop(grace))
@@ -115,6 +141,8 @@ async def serve(config: Config) -> int:
     # Calls cancelled at the end of the grace are still stopping their processes; let them finish.
     if not await toolhost.pipeline.wait_idle(config.kill_grace_seconds + 5):
         logger.warning("%d calls were still stopping when the server exited", toolhost.pipeline.in_flight)
+    if http is not None:
+        await http.stop()
     await toolhost.close()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(signum)

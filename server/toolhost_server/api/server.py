@@ -1,4 +1,4 @@
-"""Builds the grpc.aio server: ToolService, health (overall and per service) and reflection; TLS on TCP when
+"""Builds the grpc.aio server: ToolService, LogService, health (overall and per service) and reflection; TLS on TCP when
 configured (the unix socket stays plaintext: its file permissions guard it)."""
 
 from __future__ import annotations
@@ -9,11 +9,13 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from toolhost.v1 import tool_service_pb2_grpc
+from toolhost.v1 import log_service_pb2_grpc, tool_service_pb2_grpc
 
 from ..app import Toolhost
 from ..config import Config
+from .log_service import LOG_SERVICE_NAME, LogService
 from .remote_client import GrpcRemoteCaller
+from .server_spans import ServerSpanInterceptor
 from .tls import server_credentials
 from .tool_service import SERVICE_NAME, ToolService
 
@@ -53,12 +55,16 @@ class GrpcServer:
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        self.server = grpc.aio.server(options=options)
+        # Metrics for every RPC; a span too when tracing is on.
+        tracer = toolhost.tracing.tracer if toolhost.tracing.enabled else None
+        interceptors = [ServerSpanInterceptor(tracer, toolhost.metrics)]
+        self.server = grpc.aio.server(options=options, interceptors=interceptors)
         tool_service_pb2_grpc.add_ToolServiceServicer_to_server(ToolService(toolhost), self.server)
+        log_service_pb2_grpc.add_LogServiceServicer_to_server(LogService(toolhost), self.server)
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+            (SERVICE_NAME, LOG_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
         self.port = 0
 
     async def start(self) -> int:
@@ -67,7 +73,7 @@ class GrpcServer:
         if config.unix_socket:
             _bind(self.server, f"unix:{config.unix_socket}", "unix_socket")
         await self.server.start()
-        for service in ("", SERVICE_NAME):
+        for service in ("", SERVICE_NAME, LOG_SERVICE_NAME):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         return self.port
 

@@ -13,6 +13,7 @@ from ..app import Toolhost
 from ..auth import Caller, VisibleChanges, find_visible, require_admin
 from ..listing import ToolFilter, list_tools
 from ..pipeline import CallRequest
+from ..telemetry.trace_context import TRACE_CONTEXT_KEYS
 from .authentication import authenticate
 from .convert import (
     ToolMessages,
@@ -26,8 +27,9 @@ from .remote_client import HOPS_METADATA_KEY
 from .status import status_of, translate_errors
 
 SERVICE_NAME = tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"].full_name
-# W3C trace context travels with a forwarded call, so a call through several toolhosts is one trace.
-TRACE_METADATA_KEYS = ("traceparent", "tracestate")
+# The caller's W3C trace context, which the remote runner passes on when this server does not trace itself
+# (when it does, the server span interceptor has made it the parent of this call's spans).
+TRACE_METADATA_KEYS = TRACE_CONTEXT_KEYS
 
 
 class ToolService(tool_service_pb2_grpc.ToolServiceServicer):

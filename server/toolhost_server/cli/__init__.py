@@ -5,6 +5,7 @@
     toolhost tools get NAME                  one tool: description, parameters, annotations, examples
     toolhost call NAME key=value ...         run a tool; values are typed by the tool's parameters
     toolhost reload                          make the server read its catalog directories again
+    toolhost logs [-f] [--level L ...]       the server's log records, newest last; -f follows them
     toolhost catalog validate DIR...         check catalog YAML files with the server's loader, no server needed
     toolhost credentials set|list|delete     credentials in the store's database (values from stdin), offline
     toolhost credentials generate-key        a new store key, printed or written to a 0600 file

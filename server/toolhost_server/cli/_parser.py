@@ -13,6 +13,7 @@ from ._catalog_validate import catalog_validate
 from ._client_commands import call, reload, tools_get, tools_list
 from ._connection_options import add_security_options
 from ._credentials import add_credentials_parser
+from ._logs_command import add_logs_arguments, logs
 from ._serve import add_serve_parser
 
 
@@ -80,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     reload_parser = sub.add_parser("reload", parents=[connection], help="make the server read its catalogs again")
     reload_parser.set_defaults(client_command=reload)
+
+    logs_parser = sub.add_parser(
+        "logs", parents=[connection], help="show the server's logs, or follow them with -f",
+        description="Show the newest log records the server can read (its own, its log files, its logs table), "
+                    "oldest first; -f keeps printing new ones. Needs the admin role when the server authenticates.")
+    add_logs_arguments(logs_parser)
+    logs_parser.set_defaults(client_command=logs)
 
     catalog = sub.add_parser("catalog", help="work with catalog files")
     catalog_sub = catalog.add_subparsers(dest="catalog_command", required=True, metavar="COMMAND")

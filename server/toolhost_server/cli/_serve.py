@@ -15,6 +15,9 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     for setting in SETTINGS:
         if setting.name == "catalog_dirs":
             parser.add_argument("--catalog-dir", dest="catalog_dirs", action="append", help=setting.help)
+        elif setting.name == "log_files":
+            parser.add_argument("--log-file", dest="log_files", action="append",
+                                help=f"{setting.help} [{setting.env_var}]")
         elif setting.is_switch:
             parser.add_argument(setting.flag, dest=setting.name, nargs="?", const="true", metavar="true|false",
                                 help=f"{setting.help} [{setting.env_var}]")
@@ -33,7 +36,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"toolhost: {exc}", file=sys.stderr)
         return 2
-    configure_logging(config.log_level)
+    configure_logging(config.log_level, log_format=config.log_format)
     try:
         return asyncio.run(serve(config))
     except OSError as exc:

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from opentelemetry import trace
+
 from ..call_events import CallEvents
 from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import ToolSpec
@@ -82,6 +84,8 @@ class RunnerSettings:
     process_identity: tuple[int, int] | None = None
     # Threads for sync Python tools, shared by every tool of the server.
     sync_tool_slots: threading.Semaphore = field(default_factory=_sync_tool_slots)
+    # The server's tracer, for runners' own spans (a subprocess); the no-op tracer when tracing is off.
+    tracer: trace.Tracer = field(default_factory=trace.NoOpTracer)
 
 
 class Runner(ABC):

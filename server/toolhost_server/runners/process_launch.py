@@ -22,6 +22,9 @@ from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
 from ..call_events import CallEvents
 from ..errors import FieldViolation, InvalidArgumentsError
 from .base import RunnerSettings, RunOutcome, ToolFailure
@@ -38,6 +41,13 @@ SCRIPT_FILE_NAME: Final = ".toolhost-script"
 # How long to wait for a SIGKILLed leader to be reported exited before giving up on it (it is then stuck in
 # the kernel and nothing more can be done).
 _EXIT_AFTER_KILL_SECONDS: Final = 5.0
+# Span attributes of the process span: OpenTelemetry's process.* names, and toolhost's own.
+_EXECUTABLE_NAME: Final = "process.executable.name"
+_PID: Final = "process.pid"
+_EXIT_CODE: Final = "process.exit.code"
+_STDOUT_BYTES: Final = "toolhost.process.stdout_bytes"
+_STDERR_BYTES: Final = "toolhost.process.stderr_bytes"
+_KILLED: Final = "toolhost.process.killed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +102,12 @@ async def run_command(
             for path in _owned_paths(call_dir, command.script is not None):
                 os.chown(path, *command.identity)
         env = child_environment(command.env, call_dir, secrets.token_hex(16))
-        return await _spawn_and_wait(command, argv, env, command.cwd or call_dir, settings, events)
+        # The program's name only: argv holds the call's argument values.
+        with settings.tracer.start_as_current_span(
+                f"process {command.program}", kind=SpanKind.INTERNAL,
+                attributes={_EXECUTABLE_NAME: command.program}, record_exception=False,
+                set_status_on_exception=False) as span:
+            return await _spawn_and_wait(command, argv, env, command.cwd or call_dir, settings, events, span)
     finally:
         if call_dir is not None:
             await _remove_call_dir(call_dir, command.script is not None)
@@ -130,7 +145,7 @@ async def _remove_call_dir(call_dir: str, has_script: bool) -> None:
 
 async def _spawn_and_wait(
     command: ChildCommand, argv: tuple[str, ...], env: dict[str, str], cwd: str | None, settings: RunnerSettings,
-    events: CallEvents | None,
+    events: CallEvents | None, span: trace.Span,
 ) -> RunOutcome:
     loop = asyncio.get_running_loop()
     protocol = CaptureProtocol(command.max_output_bytes or settings.max_output_bytes, events)
@@ -156,6 +171,7 @@ async def _spawn_and_wait(
                 raise asyncio.CancelledError from None
             if cwd is not None and exc.filename == cwd:
                 raise RuntimeError(f"tool {command.tool!r}: cannot enter its working directory {cwd}: {exc}") from exc
+            span.set_status(Status(StatusCode.ERROR, "PROGRAM_NOT_FOUND"))
             return _not_installed(command, exc)
         except OSError as exc:
             if interrupted:
@@ -166,6 +182,7 @@ async def _spawn_and_wait(
                 ) from None
             raise
         leader = transport.get_pid()
+        span.set_attribute(_PID, leader)
         if not protocol.exited.done():
             spawned_leaders.add(leader)
     tree = ProcessTree(env[CALL_MARKER_VARIABLE], leader, _pipe_inodes(transport))
@@ -179,8 +196,26 @@ async def _spawn_and_wait(
         # Data still in the pipes arrives before they report closed.
         await protocol.finished
     finally:
+        # Not finished here: the wait was cut short (timeout, cancellation) and the server stops the process.
+        stopped = not protocol.finished.done()
         await _uncancellable(_release(transport, protocol, tree, settings.kill_grace_seconds))
+        _record_process(span, protocol, transport.get_returncode(), stopped)
     return _outcome(command, protocol, transport.get_returncode())
+
+
+def _record_process(span: trace.Span, protocol: CaptureProtocol, returncode: int | None, stopped: bool) -> None:
+    """What the process span keeps: how it ended and how much it wrote, never what."""
+    if not span.is_recording():
+        return
+    span.set_attributes({
+        _STDOUT_BYTES: protocol.stdout.size,
+        _STDERR_BYTES: protocol.stderr.size,
+        _KILLED: stopped or (returncode is not None and returncode < 0),
+    })
+    if returncode is not None:
+        span.set_attribute(_EXIT_CODE, returncode)
+        if returncode != 0:
+            span.set_status(Status(StatusCode.ERROR, "NON_ZERO_EXIT"))
 
 
 def _pipe_inodes(transport: asyncio.SubprocessTransport) -> frozenset[int]:

@@ -8,9 +8,12 @@
       token_credential: workers            # send credentials["workers"]["token"] as a bearer token
     credentials: [workers]                 # the tool declares what the runner sends
 
-It propagates the deadline (the call's remaining budget), the trace context and a hop counter so a loop of
-forwarding servers is refused; it never forwards the caller's metadata (credentials stay on this server) and
-never retries: a tool call may have side effects, so only the caller may decide to call again.
+It propagates the deadline (the call's remaining budget), the W3C trace context and a hop counter so a loop
+of forwarding servers is refused. The trace context names the current span (the call's execute_tool span) as
+the parent, so the remote's spans join this call's trace; a server that does not trace passes on the caller's
+context unchanged, so it does not cut a trace in two. It never forwards the caller's other metadata
+(credentials stay on this server) and never retries: a tool call may have side effects, so only the caller
+may decide to call again.
 The transport is injected (a RemoteCaller) because runners do not speak gRPC themselves.
 """
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ..model import ToolSpec
+from ..telemetry import outgoing_trace_headers
 from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome, ToolFailure
 
 _TLS_KEYS: Final = frozenset({"ca_file", "cert_file", "key_file", "server_name"})
@@ -114,7 +118,7 @@ class RemoteRunner(Runner):
                 call_id=invocation.call_id,
                 timeout_seconds=invocation.timeout_seconds,
                 hops=invocation.hops + 1,
-                trace_headers=invocation.trace_headers,
+                trace_headers=outgoing_trace_headers() or invocation.trace_headers,
                 tls=self.tls,
                 token=token,
             )

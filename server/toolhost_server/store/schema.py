@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Column,
     DateTime,
     Float,
@@ -18,8 +19,10 @@ from sqlalchemy import (
     LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     String,
     Table,
+    Text,
 )
 
 # Constraint names fixed by convention, so that a later migration can name them on SQLite and PostgreSQL alike.
@@ -56,4 +59,24 @@ audit_records = Table(
     Column("argument_keys", JSON, nullable=False),
     Index("ix_audit_records_time", "time"),
     Index("ix_audit_records_call_id", "call_id"),
+)
+
+# Log records (see toolhost_server.logs): the server's own when `log_database` is on, and any other writer's.
+# `instance` names the process that wrote a row, so a server can tell its own records (which its memory ring
+# also holds) from other replicas'. `level_number` (0 DEBUG .. 4 CRITICAL) lets a minimum level be an index range.
+logs = Table(
+    "logs", metadata,
+    # SQLite only auto-increments an INTEGER primary key; elsewhere a log table outgrows 32 bits.
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("time", DateTime(timezone=True), nullable=False),
+    Column("level", String(16), nullable=False),
+    Column("level_number", SmallInteger, nullable=False),
+    Column("logger", String(256), nullable=False),
+    Column("message", Text, nullable=False),
+    Column("trace_id", String(32), nullable=False),
+    Column("span_id", String(16), nullable=False),
+    Column("instance", String(128), nullable=False),
+    Column("fields", JSON, nullable=False),
+    Index("ix_logs_time", "time"),
+    Index("ix_logs_trace_id", "trace_id"),
 )

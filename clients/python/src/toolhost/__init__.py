@@ -9,12 +9,13 @@
 toolhost._errors for the tree). The generated messages and stubs are in toolhost.v1.
 """
 
-from ._async_client import AsyncCallStream, AsyncClient, AsyncToolWatch
+from ._async_client import AsyncCallStream, AsyncClient, AsyncLogTail, AsyncToolWatch
 from ._client import (
     DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
     DEFAULT_TARGET,
     CallStream,
     Client,
+    LogTail,
     Metadata,
     ToolView,
     ToolWatch,
@@ -35,6 +36,7 @@ from ._errors import (
     UnavailableError,
     error_from_rpc,
 )
+from ._logs import LogEntry, LogLevel, LogPage, LogSummary
 from ._results import (
     CallProgress,
     CatalogError,
@@ -58,6 +60,7 @@ __all__ = [
     "DEFAULT_TARGET",
     "AsyncCallStream",
     "AsyncClient",
+    "AsyncLogTail",
     "AsyncToolWatch",
     "CallProgress",
     "CallStream",
@@ -70,6 +73,11 @@ __all__ = [
     "GenerationEvent",
     "InternalError",
     "InvalidArgumentError",
+    "LogEntry",
+    "LogLevel",
+    "LogPage",
+    "LogSummary",
+    "LogTail",
     "Metadata",
     "NotFoundError",
     "OutputChunk",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ from ._client import (
 )
 from ._connection import PemSource, channel_security, with_security_metadata
 from ._errors import error_from_rpc
+from ._logs import LogEntry, LogPage, query_logs_request, tail_entry, tail_logs_request
 from ._results import (
     GenerationEvent,
     ReloadResult,
@@ -39,9 +41,9 @@ from ._results import (
     stream_event_from_proto,
 )
 from ._streams import AsyncServerStream
-from .v1 import tool_service_pb2, tool_service_pb2_grpc
+from .v1 import log_service_pb2, log_service_pb2_grpc, tool_service_pb2, tool_service_pb2_grpc
 
-__all__ = ["AsyncCallStream", "AsyncClient", "AsyncToolWatch"]
+__all__ = ["AsyncCallStream", "AsyncClient", "AsyncLogTail", "AsyncToolWatch"]
 
 _Response = TypeVar("_Response")
 
@@ -88,7 +90,8 @@ class AsyncClient:
                 channel = grpc.aio.insecure_channel(target, options=options)
         self._channel = channel
         self._stub = tool_service_pb2_grpc.ToolServiceStub(channel)
-        self._watches: weakref.WeakSet[AsyncToolWatch] = weakref.WeakSet()
+        self._log_stub = log_service_pb2_grpc.LogServiceStub(channel)
+        self._watches: weakref.WeakSet[AsyncServerStream[Any]] = weakref.WeakSet()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -99,7 +102,7 @@ class AsyncClient:
         await self.close()
 
     async def close(self) -> None:
-        """End open watch_tools streams and close the channel (unless it was passed in)."""
+        """End open watch_tools and tail_logs streams and close the channel (unless it was passed in)."""
         for watch in list(self._watches):
             await watch.aclose()
         if self._owns_channel:
@@ -199,12 +202,75 @@ class AsyncClient:
         self._watches.add(watch)
         return watch
 
+    async def query_logs_page(
+        self,
+        *,
+        level: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        text: str | None = None,
+        trace_id: str | None = None,
+        source: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> LogPage:
+        """One page of the server's log records, newest first, with a summary; see Client.query_logs_page."""
+        request = query_logs_request(level, since, until, text, trace_id, source, page_size, page_token)
+        return LogPage.from_proto(await self._unary(self._log_stub.QueryLogs, request))
+
+    def query_logs(
+        self,
+        *,
+        level: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        text: str | None = None,
+        trace_id: str | None = None,
+        source: str | None = None,
+        page_size: int = 0,
+    ) -> AsyncIterator[LogEntry]:
+        """Every matching log record, newest first: `async for entry in client.query_logs(level="ERROR")`."""
+        return self._log_pages(query_logs_request(level, since, until, text, trace_id, source, page_size, ""))
+
+    async def _log_pages(self, request: log_service_pb2.QueryLogsRequest) -> AsyncIterator[LogEntry]:
+        while True:
+            page = LogPage.from_proto(await self._unary(self._log_stub.QueryLogs, request))
+            for entry in page.records:
+                yield entry
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    def tail_logs(
+        self,
+        *,
+        level: str | None = None,
+        since: datetime | None = None,
+        text: str | None = None,
+        trace_id: str | None = None,
+        source: str | None = None,
+        backlog: int = 0,
+        timeout: float | None = None,
+    ) -> AsyncLogTail:
+        """Follow the server's logs: `async for entry in client.tail_logs(backlog=10)`; see Client.tail_logs."""
+        request = tail_logs_request(level, since, text, trace_id, source, backlog)
+        tail = AsyncLogTail(self._log_stub.TailLogs(request, timeout=timeout, metadata=self._metadata))
+        self._watches.add(tail)
+        return tail
+
 
 class AsyncToolWatch(AsyncServerStream[GenerationEvent]):
     """An open WatchTools stream: an async iterator of GenerationEvent that aclose() ends."""
 
     def __init__(self, call: Any) -> None:
         super().__init__(call, GenerationEvent.from_proto)
+
+
+class AsyncLogTail(AsyncServerStream[LogEntry]):
+    """An open TailLogs stream: an async iterator of LogEntry that aclose() ends."""
+
+    def __init__(self, call: Any) -> None:
+        super().__init__(call, tail_entry)
 
 
 class AsyncCallStream(AsyncServerStream[StreamEvent]):

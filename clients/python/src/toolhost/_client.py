@@ -13,6 +13,7 @@ import json
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
@@ -20,6 +21,7 @@ import grpc
 
 from ._connection import PemSource, channel_security, with_security_metadata
 from ._errors import error_from_rpc
+from ._logs import LogEntry, LogPage, query_logs_request, tail_entry, tail_logs_request
 from ._results import (
     GenerationEvent,
     ReloadResult,
@@ -30,11 +32,11 @@ from ._results import (
     stream_event_from_proto,
 )
 from ._streams import ServerStream
-from .v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
+from .v1 import log_service_pb2, log_service_pb2_grpc, tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 __all__ = [
-    "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES", "DEFAULT_TARGET", "CallStream", "Client", "Metadata", "ToolView",
-    "ToolWatch",
+    "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES", "DEFAULT_TARGET", "CallStream", "Client", "LogTail", "Metadata",
+    "ToolView", "ToolWatch",
 ]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -154,7 +156,8 @@ class Client:
                 channel = grpc.insecure_channel(target, options=options)
         self._channel = channel
         self._stub = tool_service_pb2_grpc.ToolServiceStub(channel)
-        self._watches: weakref.WeakSet[ToolWatch] = weakref.WeakSet()
+        self._log_stub = log_service_pb2_grpc.LogServiceStub(channel)
+        self._watches: weakref.WeakSet[ServerStream[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
 
     def __enter__(self) -> Client:
@@ -166,7 +169,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
-        """End open watch_tools streams and close the channel (unless it was passed in)."""
+        """End open watch_tools and tail_logs streams and close the channel (unless it was passed in)."""
         with self._lock:
             watches = list(self._watches)
         for watch in watches:
@@ -277,12 +280,78 @@ class Client:
             self._watches.add(watch)
         return watch
 
+    def query_logs_page(
+        self,
+        *,
+        level: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        text: str | None = None,
+        trace_id: str | None = None,
+        source: str | None = None,
+        page_size: int = 0,
+        page_token: str = "",
+    ) -> LogPage:
+        """One page of the server's log records, newest first, with a summary (needs the admin role when the
+        server authenticates). `level` keeps that level and above; `since` and `until` are timezone-aware
+        datetimes; `text` is part of the message (any case); `source` is "memory", "file" or "database"."""
+        request = query_logs_request(level, since, until, text, trace_id, source, page_size, page_token)
+        return LogPage.from_proto(self._unary(self._log_stub.QueryLogs, request))
+
+    def query_logs(
+        self,
+        *,
+        level: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        text: str | None = None,
+        trace_id: str | None = None,
+        source: str | None = None,
+        page_size: int = 0,
+    ) -> Iterator[LogEntry]:
+        """Every matching log record, newest first; pages are fetched as the iteration needs them."""
+        return self._log_pages(query_logs_request(level, since, until, text, trace_id, source, page_size, ""))
+
+    def _log_pages(self, request: log_service_pb2.QueryLogsRequest) -> Iterator[LogEntry]:
+        while True:
+            page = LogPage.from_proto(self._unary(self._log_stub.QueryLogs, request))
+            yield from page.records
+            if not page.next_page_token:
+                return
+            request.page_token = page.next_page_token
+
+    def tail_logs(
+        self,
+        *,
+        level: str | None = None,
+        since: datetime | None = None,
+        text: str | None = None,
+        trace_id: str | None = None,
+        source: str | None = None,
+        backlog: int = 0,
+        timeout: float | None = None,
+    ) -> LogTail:
+        """Follow the server's logs: the newest `backlog` matching records, then each new one, oldest first.
+        Iterate it; close() it (or the client) from any thread to stop. No deadline unless `timeout` is given."""
+        request = tail_logs_request(level, since, text, trace_id, source, backlog)
+        tail = LogTail(self._log_stub.TailLogs(request, timeout=timeout, metadata=self._metadata))
+        with self._lock:
+            self._watches.add(tail)
+        return tail
+
 
 class ToolWatch(ServerStream[GenerationEvent]):
     """An open WatchTools stream: an iterator of GenerationEvent that close() ends."""
 
     def __init__(self, call: Any) -> None:
         super().__init__(call, GenerationEvent.from_proto)
+
+
+class LogTail(ServerStream[LogEntry]):
+    """An open TailLogs stream: an iterator of LogEntry that close() ends."""
+
+    def __init__(self, call: Any) -> None:
+        super().__init__(call, tail_entry)
 
 
 class CallStream(ServerStream[StreamEvent]):

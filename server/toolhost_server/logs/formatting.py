@@ -1,0 +1,64 @@
+"""How the server writes its log lines: one JSON object per line for collectors, or a human line for a terminal.
+
+    {"time": "2024-05-01T12:00:00.123456Z", "level": "INFO", "logger": "toolhost.audit", "message": "call ...",
+     "trace_id": "4bf92f...", "span_id": "00f067...", "audit": {...}}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import TextIO
+
+from .record import exception_text, extra_fields, format_time, level_of_number
+from .trace_context import trace_ids_of
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LOG_FORMATS = ("json", "text")
+# The keys every JSON line has; an extra field of the same name cannot replace one of them.
+CORE_KEYS = ("time", "level", "logger", "message", "trace_id", "span_id")
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per record: the core keys, `exception` when there is a traceback, then the record's
+    `extra=` fields (an audit record's `audit` dict, for example). Run the redaction filter first: it leaves
+    the redacted traceback in exc_text, which this formatter uses."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        trace_id, span_id = trace_ids_of(record)
+        entry: dict[str, object] = {
+            "time": format_time(datetime.fromtimestamp(record.created, UTC)),
+            "level": level_of_number(record.levelno),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "trace_id": trace_id,
+            "span_id": span_id,
+        }
+        exception = exception_text(record)
+        if exception:
+            entry["exception"] = exception
+        for name, value in extra_fields(record).items():
+            entry.setdefault(name, value)
+        # ensure_ascii off keeps non-English messages readable; a newline in a message is escaped either way.
+        return json.dumps(entry, ensure_ascii=False, default=str)
+
+
+def default_log_format(stream: TextIO | None = None) -> str:
+    """text on a terminal, where a person reads; json elsewhere, where a collector does."""
+    target = stream if stream is not None else sys.stderr
+    try:
+        return "text" if target.isatty() else "json"
+    except ValueError:  # a closed stream
+        return "json"
+
+
+def make_formatter(log_format: str) -> logging.Formatter:
+    """The formatter for "json" or "text" ("" picks by whether stderr is a terminal)."""
+    chosen = log_format or default_log_format()
+    if chosen == "json":
+        return JsonLogFormatter()
+    if chosen == "text":
+        return logging.Formatter(TEXT_FORMAT)
+    raise ValueError(f"log format must be one of {', '.join(LOG_FORMATS)}, not {log_format!r}")

@@ -1,0 +1,27 @@
+"""OpenTelemetry for toolhost: tracing set up from OTEL_* variables, call spans, redacted export.
+
+    tracing = Tracing.from_environment(learning_redactor)     # TracingConfigError when OTEL_* ask the impossible
+    tracing.tracer                                             # a no-op tracer when tracing is off
+    current_trace_ids()                                        # ("4bf9...", "00f0...") or ("", ""), for log lines
+    tracing.close()                                            # exports what is waiting
+
+Modules: `tracing` (setup), `redacting_exporter`, `tool_spans` (the execute_tool span), `trace_context` (W3C
+propagation and ids). The gRPC server span is made in `toolhost_server.api.server_spans` (only api/ speaks gRPC).
+"""
+
+from __future__ import annotations
+
+from .redacting_exporter import RedactingSpanExporter, redact_span
+from .trace_context import current_trace_ids, outgoing_trace_headers, parent_context, trace_id_of
+from .tracing import Tracing, TracingConfigError
+
+__all__ = [
+    "RedactingSpanExporter",
+    "Tracing",
+    "TracingConfigError",
+    "current_trace_ids",
+    "outgoing_trace_headers",
+    "parent_context",
+    "redact_span",
+    "trace_id_of",
+]

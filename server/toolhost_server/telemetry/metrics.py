@@ -1,0 +1,79 @@
+"""Prometheus metrics: the registry's (seed 004's names), each tool's calls, and each RPC.
+
+Every Toolhost has its own CollectorRegistry rather than prometheus_client's global one, so that several
+servers in one process (the tests) count separately, and `/metrics` shows exactly this server.
+
+    metrics = ToolhostMetrics()
+    metrics.observe_reload(report)                         # after each reload
+    metrics.call_started(tool) / metrics.call_finished(tool, outcome, seconds, truncated, redacted)
+    metrics.observe_rpc(method, code, seconds)             # from the gRPC layer
+    metrics.render()                                       # the text exposition format, for /metrics
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from ..reloading import ReloadReport
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+# Tool calls range from a millisecond (echo) to minutes (a traceroute that times out).
+_CALL_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_RPC_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class ToolhostMetrics:
+    """The metrics of one server. Thread-safe (prometheus_client's metrics are)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        registry = self.registry
+        # Seed 004's registry metrics; prometheus_client adds the `_total` suffix of counters.
+        self.tools_loaded = Counter("ai_tools_loaded", "Total number of tools loaded into the registry",
+                                    registry=registry)
+        self.reloads = Counter("ai_tools_reload", "Total number of registry reload operations", registry=registry)
+        self.reload_errors = Counter("ai_tools_reload_errors", "Total number of registry reload errors",
+                                     registry=registry)
+        self.tools_count = Gauge("ai_tools_count", "Current number of tools in the registry", registry=registry)
+        self.calls = Counter("toolhost_tool_calls", "Tool calls, by tool and outcome (OK or the error code)",
+                             ["tool", "outcome"], registry=registry)
+        self.call_seconds = Histogram("toolhost_tool_call_duration_seconds", "How long tool calls took",
+                                      ["tool"], buckets=_CALL_BUCKETS, registry=registry)
+        self.in_flight = Gauge("toolhost_tool_calls_in_flight", "Tool calls running now", ["tool"],
+                               registry=registry)
+        self.truncations = Counter("toolhost_tool_output_truncations",
+                                   "Calls whose output was cut at the output limit", ["tool"], registry=registry)
+        self.redactions = Counter("toolhost_tool_output_redactions",
+                                  "Calls whose result had secrets replaced", ["tool"], registry=registry)
+        self.rpcs = Counter("toolhost_rpc_requests", "gRPC requests, by method and status code",
+                            ["method", "code"], registry=registry)
+        self.rpc_seconds = Histogram("toolhost_rpc_duration_seconds", "How long gRPC requests took, by method",
+                                     ["method"], buckets=_RPC_BUCKETS, registry=registry)
+
+    def observe_reload(self, report: ReloadReport) -> None:
+        self.reloads.inc()
+        if not report.success or report.problems:
+            self.reload_errors.inc()
+        if report.success:
+            self.tools_loaded.inc(len(report.added) + len(report.changed))
+            self.tools_count.set(len(report.tools))
+
+    def call_started(self, tool: str) -> None:
+        self.in_flight.labels(tool).inc()
+
+    def call_finished(self, tool: str, outcome: str, seconds: float, truncated: bool, redacted: bool) -> None:
+        self.in_flight.labels(tool).dec()
+        self.calls.labels(tool, outcome).inc()
+        self.call_seconds.labels(tool).observe(seconds)
+        if truncated:
+            self.truncations.labels(tool).inc()
+        if redacted:
+            self.redactions.labels(tool).inc()
+
+    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
+        self.rpcs.labels(method, code).inc()
+        self.rpc_seconds.labels(method).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

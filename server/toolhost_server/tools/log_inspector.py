@@ -1,0 +1,75 @@
+"""The log_inspector tool: the server's log inspector (memory, files, database; merged) for an agent."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from ..errors import InvalidPageTokenError, InvalidRequestError
+from ..logs.active import active_inspector
+from ..logs.query import LogFilter
+from ..logs.record import LEVELS
+from ..logs.time_bounds import parse_time_bound
+from ..model import Annotations, Example, Parameter
+from .base import Tool, ToolContext, ToolRaisedFailure
+
+
+class LogInspectorTool(Tool):
+    name = "log_inspector"
+    display_name = "Log Inspector"
+    description = (
+        "Reads the server's logs: its own recent records, the log files and the database logs table it is "
+        "configured to read, merged and sorted newest first. Filter by minimum level, time range, text, trace id "
+        "or source; returns the records, a next_page_token for older ones, and a summary (counts per level and "
+        "source, readers that were unavailable and why).")
+    category = "diagnostics"
+    tags = ("logs", "diagnostics", "observability")
+    # Logs show what every caller did and which tools failed how: admins only.
+    requires_admin = True
+    parameters = (
+        Parameter("level", "string", "Only records at this level or above.", enum=LEVELS),
+        Parameter("since", "string", "Only records at or after this time: ISO 8601, or an age such as 15m, 2h, 1d."),
+        Parameter("until", "string", "Only records at or before this time: ISO 8601, or an age such as 5m."),
+        Parameter("text", "string", "Only records whose message contains this text (case-insensitive)."),
+        Parameter("trace_id", "string", "Only records of this trace (a call result's trace_id)."),
+        Parameter("source", "string", "Only records from this reader.", enum=("memory", "file", "database")),
+        Parameter("limit", "integer", "The most records to return.", default=50,
+                  schema={"minimum": 1, "maximum": 1000}),
+        Parameter("page_token", "string", "The next_page_token of a previous call, for older records."),
+    )
+    examples = (
+        Example("Recent errors", {"level": "ERROR", "since": "1h"}),
+        Example("Everything logged for one call's trace", {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}),
+    )
+    annotations = Annotations(read_only=True, idempotent=True)
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        inspector = active_inspector()
+        if inspector is None:
+            raise ToolRaisedFailure("no toolhost server runs in this process, so there are no logs to inspect",
+                                    "LOGS_UNAVAILABLE")
+        try:
+            log_filter = LogFilter(
+                min_level=arguments.get("level", ""),
+                since=_time(arguments.get("since")),
+                until=_time(arguments.get("until")),
+                text=arguments.get("text", ""),
+                trace_id=arguments.get("trace_id", ""),
+                source=arguments.get("source", ""),
+            )
+            page = await inspector.query(log_filter, int(arguments["limit"]),
+                                         arguments.get("page_token", ""))
+        except (ValueError, InvalidRequestError, InvalidPageTokenError) as exc:
+            raise ToolRaisedFailure(getattr(exc, "message", str(exc)), "INVALID_QUERY") from None
+        return {
+            "records": [record.as_dict() for record in page.records],
+            "next_page_token": page.next_page_token,
+            "summary": {**asdict(page.summary), "sources": list(page.summary.sources),
+                        "notes": list(page.summary.notes)},
+        }
+
+
+def _time(value: str | None) -> datetime | None:
+    return parse_time_bound(value) if value else None

@@ -1,0 +1,98 @@
+"""Prometheus metrics at /metrics, served by the embedded HTTP app, scraped and parsed like Prometheus would."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import toolhost
+from toolhost_server.telemetry.metrics import ToolhostMetrics
+from toolhost_server.web.app import create_http_app
+from toolhost_server.web.server import HttpServer
+
+from conftest import write_tool
+from server_process import ServerProcess
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+async def test_the_http_app_serves_metrics_and_health():
+    metrics = ToolhostMetrics()
+    ready = [True]
+    server = HttpServer(create_http_app(metrics, lambda: ready[0]), "127.0.0.1:0")
+    port = await server.start()
+    try:
+        metrics.call_started("echo")
+        metrics.call_finished("echo", "OK", 0.002, truncated=False, redacted=True)
+        metrics.observe_rpc("/toolhost.v1.ToolService/CallTool", "OK", 0.003)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+            scraped = await client.get("/metrics")
+            live = await client.get("/healthz")
+            ready_answer = await client.get("/readyz")
+            ready[0] = False
+            draining = await client.get("/readyz")
+    finally:
+        await server.stop()
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    values = samples(scraped.text)
+    assert values[("toolhost_tool_calls_total", (("outcome", "OK"), ("tool", "echo")))] == 1
+    assert values[("toolhost_tool_output_redactions_total", (("tool", "echo"),))] == 1
+    assert values[("toolhost_tool_calls_in_flight", (("tool", "echo"),))] == 0
+    call_tool = "/toolhost.v1.ToolService/CallTool"
+    assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", call_tool)))] == 1
+    assert ("ai_tools_count", ()) in values and ("ai_tools_reload_total", ()) in values
+    assert (live.status_code, ready_answer.status_code, draining.status_code) == (200, 200, 503)
+
+
+async def test_a_busy_http_port_fails_the_start_with_the_setting_to_change():
+    first = HttpServer(create_http_app(ToolhostMetrics(), lambda: True), "127.0.0.1:0")
+    port = await first.start()
+    try:
+        second = HttpServer(create_http_app(ToolhostMetrics(), lambda: True), f"127.0.0.1:{port}")
+        with pytest.raises(OSError, match="http_address"):
+            await second.start()
+    finally:
+        await first.stop()
+
+
+async def test_a_served_toolhost_counts_its_calls_reloads_and_rpcs(tmp_path):
+    catalog = tmp_path / "catalog"
+    write_tool(catalog, "greet_someone")
+    write_tool(catalog, "fails", "name: fails\ndescription: Exits 3.\n"
+               "runner: {type: script, script: \"#!/bin/sh\\nexit 3\\n\"}\n")
+    server = ServerProcess("--catalog-dir", str(catalog), "--watch-catalog", "false", "--process-user", "root")
+    await server.start()
+    try:
+        http_port = int((await server.wait_for_log(rb"serving HTTP .* on 127\.0\.0\.1:(\d+)")).group(1))
+        async with toolhost.AsyncClient(server.target, timeout=30) as client:
+            for _ in range(3):
+                await client.call_tool("echo", text="hi")
+            await client.call_tool("fails")
+            with pytest.raises(toolhost.NotFoundError):
+                await client.call_tool("no_such_tool")
+            await client.reload()
+            listed = [tool.name async for tool in client.list_tools()]
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{http_port}") as http:
+            values = samples((await http.get("/metrics")).text)
+            ready = await http.get("/readyz")
+    finally:
+        await server.stop()
+    assert ready.status_code == 200
+    assert values[("ai_tools_count", ())] == len(listed) and "fails" in listed
+    assert values[("ai_tools_loaded_total", ())] == len(listed)  # all at start; the reload changed nothing
+    assert values[("ai_tools_reload_total", ())] == 2  # start and the Reload RPC
+    assert values[("ai_tools_reload_errors_total", ())] == 0
+    assert values[("toolhost_tool_calls_total", (("outcome", "OK"), ("tool", "echo")))] == 3
+    assert values[("toolhost_tool_calls_total", (("outcome", "NON_ZERO_EXIT"), ("tool", "fails")))] == 1
+    assert values[("toolhost_tool_call_duration_seconds_count", (("tool", "echo"),))] == 3
+    assert values[("toolhost_tool_calls_in_flight", (("tool", "echo"),))] == 0
+    # A name nobody serves is no label (it would let callers grow the metrics without bound); its RPC counts.
+    assert not any(dict(labels).get("tool") == "no_such_tool" for _, labels in values)
+    call_tool = "toolhost.v1.ToolService/CallTool"
+    assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", call_tool)))] == 4
+    assert values[("toolhost_rpc_requests_total", (("code", "NOT_FOUND"), ("method", call_tool)))] == 1
+    assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", "toolhost.v1.ToolService/Reload")))] == 1
