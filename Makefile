@@ -17,11 +17,11 @@ GEN_DIRS := $(PY_GEN_DIR)/toolhost/v1 clients/go/gen $(TS_DIR)/src/gen
 # The baseline `buf breaking` compares proto/ with: the contract as last released (refresh: make proto-baseline).
 PROTO_BASELINE := tools/proto-baseline/toolhost-v1.binpb
 
-.PHONY: help run test test-go bench generate check-generated lint breaking proto-baseline tools venv clean
+.PHONY: help run test test-go test-ts bench generate check-generated lint breaking proto-baseline tools venv clean
 
 help:
 	@echo "make run              start the server on its defaults (gRPC 127.0.0.1:50051, bundled catalog)"
-	@echo "make test             run every test (Python, then the Go client's)"
+	@echo "make test             run every test (Python, then the Go and TypeScript clients')"
 	@echo "make generate         regenerate the code made from proto/"
 	@echo "make check-generated  fail when the committed generated code differs from proto/"
 	@echo "make lint             buf lint, buf breaking (against $(PROTO_BASELINE)), ruff and mypy --strict"
@@ -58,9 +58,12 @@ run: venv
 
 test: venv tools
 	PATH="$(TOOLS_BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
-	$(MAKE) --no-print-directory test-go
+	$(MAKE) --no-print-directory test-go test-ts
 
-# The Go client's tests start the real Python server from .venv.
+# The Go and TypeScript clients' tests start the real Python server from .venv.
+test-ts: venv $(PROTOC_GEN_ES)
+	npm --prefix $(TS_DIR) test
+
 test-go: venv
 	cd clients/go && go vet ./... && go test -count=1 ./...
 

@@ -1,0 +1,366 @@
+/**
+ * The client: ToolService's RPCs as promises and async iterables, over connect-node's gRPC transport (HTTP/2).
+ *
+ *     const client = createClient("127.0.0.1:50051", { timeoutMs: 30_000 });
+ *     for await (const tool of client.listTools({ category: "network" })) console.log(tool.name);
+ *     const result = await client.callTool("echo", { text: "hello" });
+ *     console.log(result.success ? result.output : result.error);
+ *     client.close();
+ */
+
+import { create } from "@bufbuild/protobuf";
+import { Code, createClient as createConnectClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+
+import { argumentsJson, type Arguments } from "./arguments.js";
+import { connection, type SecurityOptions } from "./connection.js";
+import { DeadlineExceededError, toToolhostError, ToolhostError } from "./errors.js";
+import { ToolView, type Tool } from "./gen/toolhost/v1/tool_pb.js";
+import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  StreamCallToolRequestSchema,
+  ToolService,
+  type CallProgress,
+  type CallToolResponse,
+  type ListToolsResponse,
+  type OutputChunk,
+  type ReloadResponse,
+  type StreamCallToolResponse,
+  type WatchToolsResponse,
+} from "./gen/toolhost/v1/tool_service_pb.js";
+
+/** The server `toolhost serve` listens on by default. */
+export const DEFAULT_TARGET = "127.0.0.1:50051";
+
+/**
+ * The largest message the client accepts. A full ListTools page is 1000 tools in the FULL view; with schemas
+ * and examples that passes gRPC's usual 4 MiB, so the client takes far more.
+ */
+export const DEFAULT_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+/** How much of each tool to return: "basic" leaves out parameters, schemas and examples. */
+export type ToolViewName = "basic" | "full";
+
+/** Options of createClient. */
+export interface ClientOptions extends SecurityOptions {
+  /** The default deadline of each call in milliseconds (none when unset); watchTools never has one unless asked. */
+  timeoutMs?: number;
+  /** Headers sent with every call (lower-case names). */
+  headers?: Record<string, string>;
+  /** The largest response message accepted, in bytes; the default takes a full page of 1000 tools with schemas. */
+  maxReceiveMessageBytes?: number;
+  /** connect interceptors, run on every call (logging, tracing, metrics). */
+  interceptors?: Interceptor[];
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** This call's deadline in milliseconds, instead of the client's timeoutMs. */
+  timeoutMs?: number;
+  /** Aborting it cancels the call: the promise or iteration throws a ToolhostError with code Canceled. */
+  signal?: AbortSignal;
+  /** Headers for this call, added to the client's. */
+  headers?: Record<string, string>;
+}
+
+/** Which tools to list. Every filter that is given must match. */
+export interface ToolFilter {
+  /** Only tools for this platform, for example "linux". */
+  platform?: string;
+  /** Only tools in this category, for example "network". */
+  category?: string;
+  /** Only tools that carry every one of these tags. */
+  tags?: readonly string[];
+  /** The AI provider the list is for; CLI providers with their own file tools do not get "file_ops". */
+  provider?: string;
+  /** "basic" (the default) or "full" (parameters, schemas and examples too). */
+  view?: ToolViewName;
+  /** Tools per page: 0 or unset means the server's 100, the maximum is 1000. */
+  pageSize?: number;
+}
+
+/** Options of listTools: a filter, and the options of each page's call. */
+export interface ListToolsOptions extends ToolFilter, CallOptions {}
+
+/** Options of listToolsPage: listTools' and the page to fetch. */
+export interface ListToolsPageOptions extends ListToolsOptions {
+  /** The nextPageToken of the previous page; empty or unset for the first. */
+  pageToken?: string;
+}
+
+/** Options of getTool. */
+export interface GetToolOptions extends CallOptions {
+  /** "full" (the default) or "basic". */
+  view?: ToolViewName;
+}
+
+/** Options of callTool and streamCallTool. */
+export interface CallToolOptions extends CallOptions {
+  /** An identifier for the call, echoed in the result and in the server's logs. Generated when unset. */
+  callId?: string;
+}
+
+/** Options of watchTools. */
+export interface WatchToolsOptions {
+  /** Aborting it ends the stream: the iteration throws a ToolhostError with code Canceled. */
+  signal?: AbortSignal;
+  /** A deadline for the whole stream, in milliseconds; none by default. */
+  timeoutMs?: number;
+  /** Headers for this call, added to the client's. */
+  headers?: Record<string, string>;
+}
+
+/** What each generated client method takes besides its request. */
+interface RpcOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  headers: Record<string, string>;
+}
+
+/** One event of a streamed call: progress, an output chunk, and last the result. */
+export type StreamEvent =
+  | { case: "progress"; value: CallProgress }
+  | { case: "output"; value: OutputChunk }
+  | { case: "result"; value: CallToolResponse };
+
+/** A client of one toolhost server. Make one and reuse it; close() it when done. */
+export class ToolhostClient {
+  /** The target it was created for. */
+  readonly target: string;
+  private readonly rpc: Client<typeof ToolService>;
+  private readonly sessions: Http2SessionManager;
+  private readonly headers: Record<string, string>;
+  private readonly timeoutMs: number | undefined;
+  private readonly open = new Set<AbortController>();
+
+  constructor(target: string = DEFAULT_TARGET, options: ClientOptions = {}) {
+    const reach = connection(target, options);
+    if (reach.headers["authorization"] !== undefined &&
+        Object.keys(options.headers ?? {}).some((name) => name.toLowerCase() === "authorization")) {
+      throw new TypeError("give token or an authorization header, not both");
+    }
+    this.target = target;
+    this.timeoutMs = options.timeoutMs;
+    this.headers = { ...lowerCaseKeys(options.headers ?? {}), ...reach.headers };
+    // Our own session manager, so that close() can end the connection.
+    this.sessions = new Http2SessionManager(reach.baseUrl, {}, reach.nodeOptions);
+    const transport = createGrpcTransport({
+      baseUrl: reach.baseUrl,
+      sessionManager: this.sessions,
+      readMaxBytes: options.maxReceiveMessageBytes ?? DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+      interceptors: options.interceptors ?? [],
+    });
+    this.rpc = createConnectClient(ToolService, transport);
+  }
+
+  /** One page of the tools matching the filter, sorted by name; its nextPageToken is "" on the last page. */
+  async listToolsPage(options: ListToolsPageOptions = {}): Promise<ListToolsResponse> {
+    const request = create(ListToolsRequestSchema, { ...listFilter(options), pageToken: options.pageToken ?? "" });
+    return this.unary((call) => this.rpc.listTools(request, call), options);
+  }
+
+  /**
+   * Every tool matching the filter, sorted by name: `for await (const tool of client.listTools()) ...`.
+   * Pages are fetched as the iteration reaches them.
+   */
+  async *listTools(options: ListToolsOptions = {}): AsyncGenerator<Tool, void, undefined> {
+    let pageToken = "";
+    do {
+      const page = await this.listToolsPage({ ...options, pageToken });
+      yield* page.tools;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /** One tool by name, in the FULL view unless asked otherwise; NotFoundError when there is none. */
+  async getTool(name: string, options: GetToolOptions = {}): Promise<Tool> {
+    const response = await this.unary(
+      (call) => this.rpc.getTool({ name, view: viewValue(options.view ?? "full") }, call), options);
+    if (response.tool === undefined) {
+      throw new ToolhostError(Code.Unknown, `the server answered GetTool(${name}) without a tool`);
+    }
+    return response.tool;
+  }
+
+  /**
+   * Run a tool and wait for its result. A tool that ran and failed resolves with `success: false` and `error`
+   * (code TIMEOUT, NON_ZERO_EXIT, ...); the caller's mistakes (unknown tool, bad arguments) and the deadline
+   * reject with a ToolhostError. Arguments travel as JSON text, so bigint values arrive exactly.
+   */
+  async callTool(name: string, args?: Arguments, options: CallToolOptions = {}): Promise<CallToolResponse> {
+    const request = create(CallToolRequestSchema, {
+      name, args: { case: "argumentsJson", value: argumentsJson(args) }, callId: options.callId ?? "",
+    });
+    return this.unary((call) => this.rpc.callTool(request, call), options);
+  }
+
+  /**
+   * Run a tool and follow it: `for await (const event of client.streamCallTool(...))` gives progress and
+   * output events as they happen, then one result (the CallToolResponse callTool returns). The call starts
+   * when the iteration does. Leaving the loop early, aborting `signal` or the deadline stops the tool on the
+   * server; errors before the tool starts (unknown tool, invalid arguments) are thrown by the iteration.
+   */
+  streamCallTool(
+    name: string, args?: Arguments, options: CallToolOptions = {},
+  ): AsyncGenerator<StreamEvent, void, undefined> {
+    const request = create(StreamCallToolRequestSchema, {
+      name, args: { case: "argumentsJson", value: argumentsJson(args) }, callId: options.callId ?? "",
+    });
+    return this.serverStream((call) => this.rpc.streamCallTool(request, call), options, this.timeoutMs, streamEvent);
+  }
+
+  /** Ask the server to read its catalog directories again and swap in the result. */
+  async reload(options: CallOptions = {}): Promise<ReloadResponse> {
+    return this.unary((call) => this.rpc.reload({}, call), options);
+  }
+
+  /**
+   * The registry's generations as they happen: first the current one, every tool in `added`, then one event
+   * per change. The stream starts when the iteration does and runs until the loop is left, `signal` aborts
+   * (the iteration then throws Canceled), the client is closed or the server shuts down.
+   */
+  watchTools(options: WatchToolsOptions = {}): AsyncGenerator<WatchToolsResponse, void, undefined> {
+    return this.serverStream((call) => this.rpc.watchTools({}, call), options, undefined, (message) => message);
+  }
+
+  /**
+   * End every open stream (their loops simply finish) and close the connection. Calls made afterwards open a
+   * new one.
+   */
+  close(): void {
+    for (const controller of this.open) {
+      controller.abort(CLOSED);
+    }
+    this.sessions.abort();
+  }
+
+  private async unary<T>(
+    invoke: (call: RpcOptions) => Promise<T>,
+    options: CallOptions,
+  ): Promise<T> {
+    try {
+      return await invoke(this.callOptions(options, options.signal, this.timeoutMs));
+    } catch (error) {
+      throw options.signal?.aborted ? cancelled(options.signal.reason) : toToolhostError(error);
+    }
+  }
+
+  private async *serverStream<M, E>(
+    open: (call: RpcOptions) => AsyncIterable<M>,
+    options: CallOptions,
+    defaultTimeoutMs: number | undefined,
+    convert: (message: M) => E,
+  ): AsyncGenerator<E, void, undefined> {
+    // Our own controller, so that leaving the loop early (or close()) cancels the call on the server too.
+    const controller = new AbortController();
+    const abort = (): void => controller.abort(options.signal?.reason);
+    if (options.signal?.aborted) {
+      abort();
+    }
+    options.signal?.addEventListener("abort", abort, { once: true });
+    // The deadline is ours too: connect only clears its deadline timer when a stream is read to its end, so a
+    // loop left early would keep the process alive until the deadline.
+    const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+    const deadline = timeoutMs !== undefined && timeoutMs > 0
+      ? setTimeout(() => controller.abort(DEADLINE), timeoutMs)
+      : undefined;
+    const call = this.callOptions({ ...options, timeoutMs: 0 }, controller.signal, undefined);
+    if (deadline !== undefined && timeoutMs !== undefined) {
+      call.headers["grpc-timeout"] = grpcTimeout(timeoutMs);
+    }
+    this.open.add(controller);
+    try {
+      for await (const message of open(call)) {
+        yield convert(message);
+      }
+    } catch (error) {
+      const reason: unknown = controller.signal.reason;
+      if (!controller.signal.aborted) {
+        throw toToolhostError(error);
+      }
+      if (reason === DEADLINE) {
+        throw new DeadlineExceededError(Code.DeadlineExceeded, `the call's deadline of ${timeoutMs} ms passed`,
+          { cause: error });
+      }
+      if (reason !== CLOSED) {
+        throw cancelled(reason);
+      }
+    } finally {
+      clearTimeout(deadline);
+      options.signal?.removeEventListener("abort", abort);
+      this.open.delete(controller);
+      controller.abort();
+    }
+  }
+
+  private callOptions(
+    options: CallOptions, signal: AbortSignal | undefined, defaultTimeoutMs: number | undefined,
+  ): RpcOptions {
+    const timeoutMs = options.timeoutMs ?? defaultTimeoutMs;
+    return {
+      headers: { ...this.headers, ...lowerCaseKeys(options.headers ?? {}) },
+      ...(signal === undefined ? {} : { signal }),
+      ...(timeoutMs === undefined ? {} : { timeoutMs }),
+    };
+  }
+}
+
+/** A client of the toolhost at `target` ("host:port" or "unix:/path"); see ClientOptions and README.md. */
+export function createClient(target: string = DEFAULT_TARGET, options: ClientOptions = {}): ToolhostClient {
+  return new ToolhostClient(target, options);
+}
+
+// The abort reason of streams that close() ends: their iteration finishes quietly.
+const CLOSED = Symbol("toolhost client closed");
+// The abort reason of a stream whose deadline passed.
+const DEADLINE = Symbol("toolhost deadline exceeded");
+
+/** A gRPC timeout header value: at most 8 digits, so milliseconds up to a day, then seconds. */
+function grpcTimeout(timeoutMs: number): string {
+  const milliseconds = Math.ceil(timeoutMs);
+  return milliseconds < 1e8 ? `${milliseconds}m` : `${Math.min(Math.ceil(milliseconds / 1000), 99_999_999)}S`;
+}
+
+/** The error of a call whose AbortSignal fired, whatever connect made of the abort reason. */
+function cancelled(reason: unknown): ToolhostError {
+  const why = reason instanceof Error ? reason.message : "the call was aborted";
+  return new ToolhostError(Code.Canceled, why, { cause: reason });
+}
+
+function listFilter(filter: ToolFilter) {
+  if (typeof filter.tags === "string") {
+    throw new TypeError("tags must be an array of tags, not one string");
+  }
+  return {
+    platform: filter.platform ?? "",
+    category: filter.category ?? "",
+    tags: [...(filter.tags ?? [])],
+    provider: filter.provider ?? "",
+    view: viewValue(filter.view ?? "basic"),
+    pageSize: filter.pageSize ?? 0,
+  };
+}
+
+function viewValue(view: ToolViewName): ToolView {
+  switch (view) {
+    case "basic":
+      return ToolView.BASIC;
+    case "full":
+      return ToolView.FULL;
+    default:
+      throw new TypeError(`view must be "basic" or "full", not ${JSON.stringify(view)}`);
+  }
+}
+
+function streamEvent(message: StreamCallToolResponse): StreamEvent {
+  const event = message.event;
+  if (event.case !== undefined) {
+    return event;
+  }
+  throw new ToolhostError(Code.Unknown, "the server sent a stream event this client does not know; upgrade the client");
+}
+
+function lowerCaseKeys(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]));
+}

@@ -1,0 +1,63 @@
+/**
+ * TypeScript client for toolhost, the gRPC server that hosts tools for AI agents.
+ *
+ *     import { createClient } from "@toolhost/client";
+ *
+ *     const client = createClient("127.0.0.1:50051", { timeoutMs: 30_000 });
+ *     const result = await client.callTool("echo", { text: "hello" });
+ *
+ * Errors are ToolhostError subclasses (see errors.ts for the tree). The generated messages are in `v1`.
+ */
+
+export {
+  createClient,
+  DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
+  DEFAULT_TARGET,
+  ToolhostClient,
+  type CallOptions,
+  type CallToolOptions,
+  type ClientOptions,
+  type GetToolOptions,
+  type ListToolsOptions,
+  type ListToolsPageOptions,
+  type StreamEvent,
+  type ToolFilter,
+  type ToolViewName,
+  type WatchToolsOptions,
+} from "./client.js";
+export { type ArgumentValue, type Arguments } from "./arguments.js";
+export { isLocalTarget, type Pem, type SecurityOptions } from "./connection.js";
+export {
+  Code,
+  codeName,
+  DeadlineExceededError,
+  ERROR_DOMAIN,
+  FailedPreconditionError,
+  InternalError,
+  InvalidArgumentError,
+  NotFoundError,
+  PermissionDeniedError,
+  ResourceExhaustedError,
+  ToolhostError,
+  UnauthenticatedError,
+  UnavailableError,
+  toToolhostError,
+  type CodeName,
+  type ErrorReason,
+  type FieldViolation,
+  type ToolhostErrorDetails,
+} from "./errors.js";
+export type {
+  CallProgress,
+  CallToolResponse,
+  CatalogError,
+  ListToolsResponse,
+  OutputChunk,
+  ReloadResponse,
+  ToolError,
+  WatchToolsResponse,
+} from "./gen/toolhost/v1/tool_service_pb.js";
+export type { Tool, ToolAnnotations, ToolExample, ToolParameter } from "./gen/toolhost/v1/tool_pb.js";
+export { OutputStream } from "./gen/toolhost/v1/tool_service_pb.js";
+export { ToolSource } from "./gen/toolhost/v1/tool_pb.js";
+export * as v1 from "./v1.js";

@@ -1,0 +1,5 @@
+/** The generated toolhost.v1 messages, enums and the ToolService descriptor, for anything the client does not wrap. */
+
+export * from "./gen/toolhost/v1/error_reason_pb.js";
+export * from "./gen/toolhost/v1/tool_pb.js";
+export * from "./gen/toolhost/v1/tool_service_pb.js";
