@@ -408,4 +408,11 @@ async def test_an_unavailable_reader_is_named_with_its_reason_and_the_others_sti
     assert [r.message for r in page.records] == ["file 9", "memory 8", "file 7"]
     [(source, reason)] = page.summary.unavailable.items()
     assert source == "file" and reason == f"no file matches {tmp_path / 'gone' / '*.log'}"
+    # A directory where a file should be (chmod cannot make a file unreadable to root, so this stands in).
+    (tmp_path / "logs.d").mkdir()
+    inspector = LogInspector([*two_sources.readers, FileLogReader([str(tmp_path / "logs.d")])])
+    page = await inspector.query(LogFilter(), page_size=3)
+    assert page.summary.unavailable == {"file": f"{tmp_path / 'logs.d'} is a directory, not a log file (give a file "
+                                                "or a glob such as dir/*.log)"}
+    assert len(page.records) == 3
 

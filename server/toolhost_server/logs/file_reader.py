@@ -72,6 +72,10 @@ class FileLogReader(LogReader):
 
     def unavailable_reason(self) -> str | None:
         if not self._matching_paths():
+            directories = [p for p in self.patterns if not glob.has_magic(p) and os.path.isdir(p)]
+            if directories:
+                return (f"{', '.join(directories)} is a directory, not a log file (give a file or a glob such as "
+                        "dir/*.log)")
             return f"no file matches {', '.join(self.patterns)}"
         return None
 
