@@ -96,3 +96,4 @@ async def test_a_served_toolhost_counts_its_calls_reloads_and_rpcs(tmp_path):
     assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", call_tool)))] == 4
     assert values[("toolhost_rpc_requests_total", (("code", "NOT_FOUND"), ("method", call_tool)))] == 1
     assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", "toolhost.v1.ToolService/Reload")))] == 1
+    assert values[("toolhost_rpc_duration_seconds_count", (("code", "NOT_FOUND"), ("method", call_tool)))] == 1

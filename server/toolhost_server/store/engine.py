@@ -6,6 +6,8 @@ which many replicas share. Every message names the database by its URL without t
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -92,9 +94,23 @@ def _configure_sqlite_connection(dbapi_connection: Any, _record: Any) -> None:
     # The driver's own BEGIN is off: _begin_immediately starts every transaction instead.
     dbapi_connection.isolation_level = None
     dbapi_connection.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
-    dbapi_connection.execute("PRAGMA journal_mode = WAL")
+    _switch_to_wal(dbapi_connection)
     dbapi_connection.execute("PRAGMA synchronous = NORMAL")
     dbapi_connection.execute("PRAGMA foreign_keys = ON")
+
+
+def _switch_to_wal(dbapi_connection: Any) -> None:
+    # Changing the journal mode needs the database to itself, and SQLite may answer "database is locked" at
+    # once rather than wait its busy timeout when other connections open it at the same moment (stores of
+    # replicas, or the CLI, starting together). A few short retries ride that out.
+    for attempt in range(50):
+        try:
+            dbapi_connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 49:
+                raise
+            time.sleep(0.02)
 
 
 def _begin_immediately(connection: Connection) -> None:

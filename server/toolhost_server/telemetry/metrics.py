@@ -48,8 +48,9 @@ class ToolhostMetrics:
                                   "Calls whose result had secrets replaced", ["tool"], registry=registry)
         self.rpcs = Counter("toolhost_rpc_requests", "gRPC requests, by method and status code",
                             ["method", "code"], registry=registry)
-        self.rpc_seconds = Histogram("toolhost_rpc_duration_seconds", "How long gRPC requests took, by method",
-                                     ["method"], buckets=_RPC_BUCKETS, registry=registry)
+        self.rpc_seconds = Histogram("toolhost_rpc_duration_seconds",
+                                     "How long gRPC requests took, by method and status code", ["method", "code"],
+                                     buckets=_RPC_BUCKETS, registry=registry)
 
     def observe_reload(self, report: ReloadReport) -> None:
         self.reloads.inc()
@@ -73,7 +74,7 @@ class ToolhostMetrics:
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         self.rpcs.labels(method, code).inc()
-        self.rpc_seconds.labels(method).observe(seconds)
+        self.rpc_seconds.labels(method, code).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
