@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 
+from toolhost.v1 import log_service_pb2, tool_service_pb2
+
 from conftest import tool_binary
+from server_process import ServerProcess
 
 
 async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
@@ -103,3 +108,62 @@ async def test_health_probe_overall_and_per_service(start_server):
         assert code == 0 and "SERVING" in out + err
     code, out, err = await run(probe, f"-addr={server.target}", "-service=no.such.Service")
     assert code != 0 and "NotFound" in out + err
+
+
+# --- the README's commands, run as written ------------------------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+DOCUMENTED_ADDRESS = "127.0.0.1:50051"
+
+
+def documented_commands() -> list[str]:
+    """The grpcurl and grpc-health-probe lines of the README's "Try it" block, continuation lines joined."""
+    block = README.read_text().split("grpcurl needs no proto files", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    lines = block.replace("\\\n", " ").splitlines()
+    return [line.strip() for line in lines if line.strip().startswith(("grpcurl ", "grpc-health-probe "))]
+
+
+def test_the_readme_documents_every_rpc_and_both_health_checks():
+    commands = "\n".join(documented_commands())
+    services = [tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"],
+                log_service_pb2.DESCRIPTOR.services_by_name["LogService"]]
+    for service in services:
+        for method in service.methods:
+            assert f"{service.full_name}/{method.name}" in commands, f"no grpcurl command for {method.name}"
+    probes = [c.split("#")[0].split() for c in documented_commands() if c.startswith("grpc-health-probe")]
+    assert ["grpc-health-probe", "-addr", DOCUMENTED_ADDRESS] in probes  # overall
+    for service in services:  # and per service
+        assert ["grpc-health-probe", "-addr", DOCUMENTED_ADDRESS, "-service", service.full_name] in probes
+
+
+@pytest.mark.parametrize("command", documented_commands())
+async def test_each_documented_command_runs_as_written(command):
+    # A real `toolhost serve` on its bundled catalog, as after `make run`; its log is what LogService reads.
+    server = ServerProcess()
+    await server.start()
+    try:
+        await run_documented(command, server.target)
+    finally:
+        await server.stop()
+
+
+async def run_documented(command: str, target: str) -> None:
+    # As written, but for the address: the test's server listens on a free port, not on the default 50051.
+    argv = [word.replace(DOCUMENTED_ADDRESS, target) for word in shlex.split(command, comments=True)]
+    argv[0] = tool_binary(argv[0])
+    process = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    if "until interrupted" in command:
+        # A following stream: it has answered once something arrived; then it is interrupted, as documented.
+        assert process.stdout is not None
+        first = await asyncio.wait_for(process.stdout.readline(), 15)
+        process.terminate()
+        await process.wait()
+        assert first.strip() == b"{", command
+        return
+    out, err = await asyncio.wait_for(process.communicate(), 30)
+    assert process.returncode == 0, (command, err.decode())
+    if command.startswith("grpc-health-probe"):
+        assert b"status: SERVING" in out + err  # the probe reports on stderr
+    else:
+        assert out.strip(), command
