@@ -48,6 +48,9 @@ class Config:
     max_hops: int = 8
     shutdown_delay_seconds: float = 0.0
     shutdown_grace_seconds: float = 10.0
+    # 0: connections live as long as clients keep them. Set it behind a headless Service so that round_robin
+    # clients reconnect now and then and spread over replicas added since.
+    max_connection_age_seconds: float = 0.0
     log_level: str = "INFO"
     # Empty: text when stderr is a terminal, else json (see logs.formatting.default_log_format).
     log_format: str = ""
@@ -230,6 +233,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("shutdown_delay_seconds", "on SIGTERM, keep serving this long with health NOT_SERVING",
             _non_negative_float),
     Setting("shutdown_grace_seconds", "then give in-flight calls this long to finish", _non_negative_float),
+    Setting("max_connection_age_seconds", "close client connections after this long (0: never), so that "
+            "round_robin clients rebalance over new replicas; calls in flight get the shutdown grace to finish",
+            _non_negative_float),
     Setting("log_level", "DEBUG, INFO, WARNING or ERROR", _log_level),
     Setting("log_format", "json (one object per line, for collectors) or text (for a person); default text when "
             "stderr is a terminal, else json", _log_format),

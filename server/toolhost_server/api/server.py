@@ -55,6 +55,12 @@ class GrpcServer:
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
+        if config.max_connection_age_seconds > 0:
+            # GOAWAY after this age; clients reconnect and their round_robin picks up replicas added since.
+            options += [
+                ("grpc.max_connection_age_ms", int(config.max_connection_age_seconds * 1000)),
+                ("grpc.max_connection_age_grace_ms", int(config.shutdown_grace_seconds * 1000)),
+            ]
         # Metrics for every RPC; a span too when tracing is on.
         tracer = toolhost.tracing.tracer if toolhost.tracing.enabled else None
         interceptors = [ServerSpanInterceptor(tracer, toolhost.metrics)]

@@ -1,0 +1,43 @@
+# toolhost: the gRPC tool server, as a slim non-root image.
+#   docker build -t toolhost .
+#   docker run --rm -p 50051:50051 -p 8010:8010 -e TOOLHOST_INSECURE=true toolhost   # local trial only
+# Listening beyond loopback needs TLS and an auth file (README, "Authentication"), or TOOLHOST_INSECURE=true
+# behind something that authenticates; the server refuses to start otherwise.
+
+# grpc-health-probe for the HEALTHCHECK and Kubernetes probes, at the version tools/go.mod pins.
+FROM golang:1.24-bookworm AS probe
+ARG GRPC_HEALTH_PROBE_VERSION=v0.4.40
+RUN CGO_ENABLED=0 GOBIN=/out go install "github.com/grpc-ecosystem/grpc-health-probe@${GRPC_HEALTH_PROBE_VERSION}"
+
+# The server and its Python client in a virtualenv, from the pinned constraints; only wheels, no compiler.
+FROM python:3.11-slim-bookworm AS build
+WORKDIR /src
+COPY constraints.txt pyproject.toml README.md ./
+COPY clients/python clients/python
+COPY server server
+RUN python -m venv /opt/toolhost \
+ && /opt/toolhost/bin/pip install --no-cache-dir --only-binary=:all: --no-binary=toolhost,toolhost-server \
+      -c constraints.txt ./clients/python .
+
+FROM python:3.11-slim-bookworm
+# ping and traceroute are what the shell_ping and traceroute tools run.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends iputils-ping traceroute \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin toolhost \
+ && install -d -o toolhost -g toolhost -m 0700 /var/lib/toolhost
+COPY --from=build /opt/toolhost /opt/toolhost
+COPY --from=probe /out/grpc-health-probe /usr/local/bin/grpc-health-probe
+ENV PATH=/opt/toolhost/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    TOOLHOST_GRPC_ADDRESS=0.0.0.0:50051 \
+    TOOLHOST_HTTP_ADDRESS=0.0.0.0:8010 \
+    TOOLHOST_DATA_DIR=/var/lib/toolhost \
+    TOOLHOST_LOG_FORMAT=json
+USER 10001:10001
+WORKDIR /var/lib/toolhost
+EXPOSE 50051 8010
+HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
+  CMD ["grpc-health-probe", "-addr", "127.0.0.1:50051"]
+# The bundled example catalog serves unless TOOLHOST_CATALOG_DIRS (a mounted ConfigMap) says otherwise.
+ENTRYPOINT ["toolhost", "serve"]
