@@ -1,8 +1,10 @@
-"""The deployment files: the Dockerfile linted and its references checked, docker-compose.yml against the spec.
+"""The deployment files: the Dockerfile linted and its references checked, docker-compose.yml against the spec,
+the Kubernetes manifests against the Kubernetes schemas and against what the server needs.
 
-No Docker engine runs here, so the image is not built in the tests: everything around the build is checked
-instead (hadolint, every file the Dockerfile copies, the versions it pins, the settings it sets), and the
-Compose file is validated against the Compose specification with what it mounts checked to exist.
+No Docker engine or cluster runs here, so the image is not built and the manifests are not applied in the
+tests: everything around them is checked instead (hadolint, every file the Dockerfile copies, the versions it
+pins, the settings it sets; the Compose specification and what Compose mounts; the Kubernetes schemas, and the
+settings each container's environment gives the server, loaded and checked like the server would).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from toolhost_server.config import SETTINGS
+from toolhost_server.auth import check_exposure
+from toolhost_server.config import SETTINGS, Config, load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -113,3 +116,101 @@ def test_compose_mounts_what_exists_and_wires_traces_and_metrics():
     assert http_port is not None
     assert job["static_configs"][0]["targets"] == [f"toolhost:{http_port.group(1)}"]
     assert job["metrics_path"] == "/metrics"
+
+
+# --- Kubernetes --------------------------------------------------------------------------------------------
+
+K8S = ROOT / "deploy" / "k8s"
+
+
+def k8s_documents(name: str) -> dict[str, dict]:
+    return {doc["kind"]: doc for doc in yaml.safe_load_all((K8S / name).read_text())}
+
+
+def toolhost_container(pod_spec: dict) -> dict:
+    return next(c for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]] if c["name"] == "toolhost")
+
+
+def container_config(container: dict) -> Config:
+    """The server's Config from the container's environment; values from Secrets get a stand-in."""
+    environ = {e["name"]: e.get("value", "from-a-secret") for e in container["env"]}
+    environ["TOOLHOST_DATABASE_URL"] = environ.get("TOOLHOST_DATABASE_URL", "") and "postgresql://u:p@db/toolhost"
+    return load_config(environ={k: v for k, v in environ.items() if k.startswith("TOOLHOST_")})
+
+
+def test_the_manifests_are_valid_kubernetes_objects():
+    done = subprocess.run([str(BIN / "kubernetes-validate"), "--strict", *map(str, sorted(K8S.glob("*.yaml")))],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "passed" in done.stdout + done.stderr
+
+
+def test_the_sidecar_shares_a_trusted_socket_and_drains_before_it_is_killed(tmp_path):
+    documents = k8s_documents("sidecar.yaml")
+    pod = documents["Pod"]["spec"]
+    sidecar = toolhost_container(pod)
+    assert sidecar["restartPolicy"] == "Always"  # a native sidecar: an init container that keeps running
+    config = container_config(sidecar)
+    check_exposure(config)  # the server would start with these settings
+    assert config.trusted_unix_socket and config.grpc_address.startswith("127.0.0.1:")
+    socket_dir = str(Path(config.unix_socket).parent)
+    app = next(c for c in pod["containers"] if c["name"] != "toolhost")
+    app_target = next(e["value"] for e in app["env"] if e["name"] == "TOOLHOST_TARGET")
+    assert app_target == f"unix://{config.unix_socket}"
+    for container in (sidecar, app):
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert mounts[socket_dir] == "toolhost-socket"
+    assert pod["terminationGracePeriodSeconds"] > config.shutdown_delay_seconds + config.shutdown_grace_seconds
+    # The catalog ConfigMap is what the server reads, and it is a valid catalog.
+    mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[mounts[config.catalog_dirs[0]]["name"]]["configMap"]["name"] == "toolhost-catalog"
+    for name, text in documents["ConfigMap"]["data"].items():
+        (tmp_path / name).write_text(text)
+    validated = subprocess.run([sys.executable, "-m", "toolhost_server.cli", "catalog", "validate", str(tmp_path)],
+                               capture_output=True, text=True, timeout=60, check=False)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+    # Credentials come from the Secret, as <name>.<key> files.
+    assert volumes[mounts[config.credentials_dir]["name"]]["secret"]["secretName"] == "toolhost-credentials"
+    assert all("." in key for key in documents["Secret"]["stringData"])
+
+
+def test_the_standalone_service_is_headless_and_its_replicas_rebalance_and_authenticate():
+    documents = k8s_documents("standalone.yaml")
+    service, deployment = documents["Service"]["spec"], documents["Deployment"]["spec"]
+    assert service["clusterIP"] == "None"
+    assert service["selector"].items() <= deployment["template"]["metadata"]["labels"].items()
+    pod = deployment["template"]["spec"]
+    container = toolhost_container(pod)
+    config = container_config(container)
+    check_exposure(config)  # TLS and an auth file: the server accepts a non-loopback address
+    assert config.grpc_address.startswith("0.0.0.0:") and config.tls_cert_file and config.auth_file
+    assert config.max_connection_age_seconds > 0
+    secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    assert set(secrets) >= {"TOOLHOST_DATABASE_URL", "TOOLHOST_STORE_KEY"}  # never literal values
+    assert pod["terminationGracePeriodSeconds"] > config.shutdown_delay_seconds + config.shutdown_grace_seconds
+
+
+def test_every_toolhost_container_is_locked_down_and_probed_on_its_http_port():
+    for name in ("sidecar.yaml", "standalone.yaml"):
+        documents = k8s_documents(name)
+        pod = (documents.get("Pod") or documents["Deployment"]["spec"]["template"])["spec"]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert {"name": "net.ipv4.ping_group_range", "value": "0 2147483647"} in pod["securityContext"]["sysctls"]
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            context = container["securityContext"]
+            assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+            assert context["capabilities"]["drop"] == ["ALL"]
+            assert {"requests", "limits"} <= set(container["resources"]), (name, container["name"])
+        container = toolhost_container(pod)
+        config = container_config(container)
+        http_port = int(config.http_address.rpartition(":")[2])
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports["http"] == http_port
+        # Liveness on /healthz, which answers while the server drains: a draining pod is not killed early.
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+        mounts = {m["mountPath"] for m in container["volumeMounts"]}
+        assert {"/tmp", config.data_dir} <= mounts  # writable places on a read-only root filesystem
+        for variable in (e["name"] for e in container["env"]):
+            assert variable.startswith("OTEL_") or variable in SETTING_VARIABLES, variable
