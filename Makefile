@@ -12,8 +12,9 @@ PROTO_FILES := $(wildcard proto/toolhost/v1/*.proto)
 PY_GEN_DIR := clients/python/src
 TS_DIR := clients/ts
 PROTOC_GEN_ES := $(TS_DIR)/node_modules/.bin/protoc-gen-es
-# The directories `make generate` fills from proto/ (Python by grpcio-tools, Go and TypeScript by buf).
-GEN_DIRS := $(PY_GEN_DIR)/toolhost/v1 clients/go/gen $(TS_DIR)/src/gen
+# The directories `make generate` fills from proto/ (Python by grpcio-tools, Go and TypeScript by buf), and
+# the TypeScript client's decoding of google.rpc error details from its vendored proto.
+GEN_DIRS := $(PY_GEN_DIR)/toolhost/v1 clients/go/gen $(TS_DIR)/src/gen $(TS_DIR)/src/googleapis
 # The baseline `buf breaking` compares proto/ with: the contract as last released (refresh: make proto-baseline).
 PROTO_BASELINE := tools/proto-baseline/toolhost-v1.binpb
 
@@ -76,11 +77,13 @@ define generate_all
 	mkdir -p $(1)/$(PY_GEN_DIR) && \
 	$(BIN)/python -m grpc_tools.protoc -I proto --python_out=$(1)/$(PY_GEN_DIR) --pyi_out=$(1)/$(PY_GEN_DIR) \
 	  --grpc_python_out=$(1)/$(PY_GEN_DIR) $(PROTO_FILES) && \
-	PATH="$(TOOLS_BIN):$(CURDIR)/$(TS_DIR)/node_modules/.bin:$$PATH" $(BUF) generate --output $(1)
+	PATH="$(TOOLS_BIN):$(CURDIR)/$(TS_DIR)/node_modules/.bin:$$PATH" $(BUF) generate --output $(1) && \
+	PATH="$(CURDIR)/$(TS_DIR)/node_modules/.bin:$$PATH" $(BUF) generate $(TS_DIR) \
+	  --template $(TS_DIR)/buf.gen.yaml --output $(1)/$(TS_DIR)
 endef
 
 generate: venv tools
-	rm -rf clients/go/gen $(TS_DIR)/src/gen
+	rm -rf clients/go/gen $(TS_DIR)/src/gen $(TS_DIR)/src/googleapis
 	$(call generate_all,.)
 
 check-generated: venv tools
