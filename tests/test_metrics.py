@@ -26,7 +26,8 @@ async def test_the_http_app_serves_metrics_and_health():
     server = HttpServer(create_http_app(metrics, lambda: ready[0]), "127.0.0.1:0")
     port = await server.start()
     try:
-        metrics.call_started("echo")
+        metrics.in_flight.labels("echo").inc()
+        metrics.in_flight.labels("echo").dec()
         metrics.call_finished("echo", "OK", 0.002, truncated=False, redacted=True)
         metrics.observe_rpc("/toolhost.v1.ToolService/CallTool", "OK", 0.003)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
@@ -64,6 +65,8 @@ async def test_a_served_toolhost_counts_its_calls_reloads_and_rpcs(tmp_path):
     write_tool(catalog, "greet_someone")
     write_tool(catalog, "fails", "name: fails\ndescription: Exits 3.\n"
                "runner: {type: script, script: \"#!/bin/sh\\nexit 3\\n\"}\n")
+    write_tool(catalog, "chatty", "name: chatty\ndescription: Says more than it may.\nmax_output_bytes: 10\n"
+               "runner: {type: script, script: \"#!/bin/sh\\necho one two three four five\\n\"}\n")
     server = ServerProcess("--catalog-dir", str(catalog), "--watch-catalog", "false", "--process-user", "root")
     await server.start()
     try:
@@ -72,6 +75,10 @@ async def test_a_served_toolhost_counts_its_calls_reloads_and_rpcs(tmp_path):
             for _ in range(3):
                 await client.call_tool("echo", text="hi")
             await client.call_tool("fails")
+            assert (await client.call_tool("echo", text="password=hunter2hunter2")).redacted
+            assert (await client.call_tool("chatty")).truncated
+            with pytest.raises(toolhost.InvalidArgumentError):
+                await client.call_tool("echo", text=5)
             with pytest.raises(toolhost.NotFoundError):
                 await client.call_tool("no_such_tool")
             await client.reload()
@@ -86,14 +93,19 @@ async def test_a_served_toolhost_counts_its_calls_reloads_and_rpcs(tmp_path):
     assert values[("ai_tools_loaded_total", ())] == len(listed)  # all at start; the reload changed nothing
     assert values[("ai_tools_reload_total", ())] == 2  # start and the Reload RPC
     assert values[("ai_tools_reload_errors_total", ())] == 0
-    assert values[("toolhost_tool_calls_total", (("outcome", "OK"), ("tool", "echo")))] == 3
+    assert values[("toolhost_tool_calls_total", (("outcome", "OK"), ("tool", "echo")))] == 4
+    assert values[("toolhost_tool_calls_total", (("outcome", "INVALID_ARGUMENTS"), ("tool", "echo")))] == 1
     assert values[("toolhost_tool_calls_total", (("outcome", "NON_ZERO_EXIT"), ("tool", "fails")))] == 1
-    assert values[("toolhost_tool_call_duration_seconds_count", (("tool", "echo"),))] == 3
+    assert values[("toolhost_tool_call_duration_seconds_count", (("tool", "echo"),))] == 5
+    assert values[("toolhost_tool_output_redactions_total", (("tool", "echo"),))] == 1
+    assert values.get(("toolhost_tool_output_truncations_total", (("tool", "echo"),)), 0) == 0
+    assert values[("toolhost_tool_output_truncations_total", (("tool", "chatty"),))] == 1
     assert values[("toolhost_tool_calls_in_flight", (("tool", "echo"),))] == 0
     # A name nobody serves is no label (it would let callers grow the metrics without bound); its RPC counts.
     assert not any(dict(labels).get("tool") == "no_such_tool" for _, labels in values)
     call_tool = "toolhost.v1.ToolService/CallTool"
-    assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", call_tool)))] == 4
+    assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", call_tool)))] == 6
+    assert values[("toolhost_rpc_requests_total", (("code", "INVALID_ARGUMENT"), ("method", call_tool)))] == 1
     assert values[("toolhost_rpc_requests_total", (("code", "NOT_FOUND"), ("method", call_tool)))] == 1
     assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", "toolhost.v1.ToolService/Reload")))] == 1
     assert values[("toolhost_rpc_duration_seconds_count", (("code", "NOT_FOUND"), ("method", call_tool)))] == 1

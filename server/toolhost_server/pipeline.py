@@ -21,7 +21,7 @@ from opentelemetry import trace
 from .audit import AuditRecord, AuditTrail
 from .auth import ANONYMOUS, Caller, authorize_call, find_visible
 from .call_events import CallEvent, RedactingEvents
-from .credentials import CredentialResolver
+from .credentials import CredentialResolver, ResolvedCredentials
 from .errors import (
     CallerDeadlineExceeded,
     HopLimitExceededError,
@@ -32,7 +32,7 @@ from .errors import (
     ToolhostError,
 )
 from .model import ToolSpec
-from .registry import Registry
+from .registry import RegisteredTool, Registry
 from .runners import Invocation, RunOutcome, ToolFailure
 from .sanitize import LearningRedactor, Redactor
 from .telemetry import trace_id_of
@@ -148,8 +148,10 @@ class CallPipeline:
         self._in_flight += 1
         self._in_flight_by_tool[spec.name] = running + 1
         self._idle.clear()
+        self._metrics.in_flight.labels(spec.name).inc()
 
     def _release(self, spec: ToolSpec) -> None:
+        self._metrics.in_flight.labels(spec.name).dec()
         self._in_flight -= 1
         remaining = self._in_flight_by_tool[spec.name] - 1
         if remaining:
@@ -187,19 +189,25 @@ class CallPipeline:
             task.cancel()
 
     async def _execute(self, request: CallRequest, deliver: Callable[[CallEvent], None] | None) -> CallResult:
-        """Run the call in its execute_tool span and leave an audit record of it, however it ends."""
+        """Run the call in its execute_tool span; however it ends, leave its audit record and, for a tool this
+        server serves, its metrics (a name nobody serves is no metric label: callers could grow them unbounded)."""
         call_id = request.call_id or uuid.uuid4().hex
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         argument_keys: tuple[str, ...] = ()
         outcome = "CANCELLED"
+        served = ""
+        result: CallResult | None = None
         with start_tool_span(self._tracer, request.name, call_id) as span:
             trace_id = trace_id_of(span)
             try:
                 arguments = _arguments_of(request)
                 argument_keys = tuple(sorted(arguments))
                 record_arguments(span, arguments, request.arguments_json)
-                result = await self._run(request, arguments, call_id, started_at, started, deliver, span)
+                tool, generation = self._look_up(request, span)
+                served = tool.spec.name
+                result = await self._run(tool, generation, request, arguments, call_id, started_at, started,
+                                         deliver, span)
                 outcome = "OK" if result.failure is None else result.failure.code
                 return result
             except ToolhostError as exc:
@@ -214,16 +222,19 @@ class CallPipeline:
                 record_refusal(span, outcome)
                 raise
             finally:
+                seconds = time.perf_counter() - started
                 caller = request.caller
                 self._audit.record(AuditRecord(
                     time=started_at, caller=caller.name, auth_method=caller.method.value, tool=request.name,
-                    call_id=call_id, trace_id=trace_id, duration_ms=(time.perf_counter() - started) * 1000,
-                    outcome=outcome, argument_keys=argument_keys))
+                    call_id=call_id, trace_id=trace_id, duration_ms=seconds * 1000, outcome=outcome,
+                    argument_keys=argument_keys))
+                if served:
+                    truncated = result.outcome.truncated if result is not None else False
+                    redacted = result.redacted if result is not None else False
+                    self._metrics.call_finished(served, outcome, seconds, truncated, redacted)
 
-    async def _run(
-        self, request: CallRequest, arguments: Mapping[str, Any], call_id: str, started_at: datetime,
-        started: float, deliver: Callable[[CallEvent], None] | None, span: trace.Span,
-    ) -> CallResult:
+    def _look_up(self, request: CallRequest, span: trace.Span) -> tuple[RegisteredTool, int]:
+        """The tool to run and the generation that serves it, or the refusal."""
         if not self._accepting:
             raise ShuttingDownError("the server is shutting down; retry on another replica")
         if not request.name:
@@ -238,66 +249,65 @@ class CallPipeline:
         tool = find_visible(snapshot, request.caller, request.name)
         record_tool(span, tool.spec, tool.runner.kind)
         authorize_call(request.caller, tool.spec)
-        arguments = tool.validator.prepare(tool.spec.name, arguments)
+        return tool, snapshot.generation
 
+    async def _run(
+        self, tool: RegisteredTool, generation: int, request: CallRequest, arguments: Mapping[str, Any],
+        call_id: str, started_at: datetime, started: float, deliver: Callable[[CallEvent], None] | None,
+        span: trace.Span,
+    ) -> CallResult:
+        arguments = tool.validator.prepare(tool.spec.name, arguments)
         tool_limit = min(tool.spec.timeout_seconds or self._settings.max_call_seconds, self._settings.max_call_seconds)
         caller_limit = request.caller_timeout_seconds
         budget = tool_limit if caller_limit is None else min(tool_limit, caller_limit)
         redactor = self._redactor.current
         events: RedactingEvents | None = None
         self._admit(tool.spec)
-        self._metrics.call_started(tool.spec.name)
-        label, truncated, call_redacted = "CANCELLED", False, False
         try:
-            try:
-                async with asyncio.timeout(budget):
-                    try:
-                        credentials = await self._credentials.resolve(tool.spec.credentials)
-                    except MissingCredentialsError as exc:
-                        # Where the server looked (paths, database) is for the operator's log, not for the caller.
-                        logger.warning("call %s of tool %s: %s", call_id, tool.spec.name, exc.message)
-                        outcome = RunOutcome(failure=ToolFailure(exc.code, _missing_credentials(tool.spec.name, exc)))
-                    else:
-                        # From here on the call's own secrets are hidden too, in every form.
-                        redactor = self._redactor.learn(credentials.values())
-                        events = RedactingEvents(redactor, deliver) if deliver is not None else None
-                        outcome = await tool.runner.run(Invocation(
-                            tool.spec, arguments, call_id, budget, request.hops, request.trace_headers, events,
-                            credentials))
-            except TimeoutError:
-                if caller_limit is not None and caller_limit <= tool_limit:
-                    raise CallerDeadlineExceeded(
-                        f"the caller's deadline of {caller_limit:.3f}s passed before tool {tool.spec.name!r} "
-                        "finished") from None
-                outcome = RunOutcome(failure=ToolFailure(
-                    "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
-            finally:
-                self._release(tool.spec)
-            streamed_redacted = events.finish(outcome.cut_streams) if events is not None else False
-            outcome, redacted = _redact(outcome, redactor)
-            redacted = redacted or streamed_redacted
-            record_outcome(span, outcome, redacted)
-            label = "OK" if outcome.failure is None else outcome.failure.code
-            truncated, call_redacted = outcome.truncated, redacted
-            duration_ms = (time.perf_counter() - started) * 1000
-            return CallResult(
-                success=outcome.failure is None,
-                tool=tool.spec.name,
-                call_id=call_id,
-                generation=snapshot.generation,
-                started_at=started_at,
-                duration_ms=duration_ms,
-                outcome=outcome,
-                trace_id=trace_id_of(span),
-                redacted=redacted,
-            )
-        except ToolhostError as exc:
-            label = exc.reason
-            raise
+            async with asyncio.timeout(budget):
+                credentials = await self._credentials_of(tool.spec, call_id)
+                if isinstance(credentials, ToolFailure):
+                    outcome = RunOutcome(failure=credentials)
+                else:
+                    # From here on the call's own secrets are hidden too, in every form.
+                    redactor = self._redactor.learn(credentials.values())
+                    events = RedactingEvents(redactor, deliver) if deliver is not None else None
+                    outcome = await tool.runner.run(Invocation(
+                        tool.spec, arguments, call_id, budget, request.hops, request.trace_headers, events,
+                        credentials))
+        except TimeoutError:
+            if caller_limit is not None and caller_limit <= tool_limit:
+                raise CallerDeadlineExceeded(
+                    f"the caller's deadline of {caller_limit:.3f}s passed before tool {tool.spec.name!r} "
+                    "finished") from None
+            outcome = RunOutcome(failure=ToolFailure(
+                "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
         finally:
-            self._metrics.call_finished(tool.spec.name, label, time.perf_counter() - started, truncated,
-                                        call_redacted)
+            self._release(tool.spec)
+        streamed_redacted = events.finish(outcome.cut_streams) if events is not None else False
+        outcome, redacted = _redact(outcome, redactor)
+        redacted = redacted or streamed_redacted
+        record_outcome(span, outcome, redacted)
+        return CallResult(
+            success=outcome.failure is None,
+            tool=tool.spec.name,
+            call_id=call_id,
+            generation=generation,
+            started_at=started_at,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            outcome=outcome,
+            trace_id=trace_id_of(span),
+            redacted=redacted,
+        )
 
+    async def _credentials_of(self, spec: ToolSpec, call_id: str) -> ResolvedCredentials | ToolFailure:
+        """The credentials the tool declares, or the MISSING_CREDENTIALS failure naming those that are not."""
+        try:
+            return await self._credentials.resolve(spec.credentials)
+        except MissingCredentialsError as exc:
+            # Where the server looked (paths, database) is for the operator's log, not for the caller.
+            logger.warning("call %s of tool %s: %s", call_id, spec.name, exc.message)
+            return ToolFailure(exc.code, _missing_credentials(spec.name, exc))
 
 def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:
     """The outcome with secrets replaced in everything the caller will see, and whether any were."""

@@ -104,8 +104,8 @@ def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
         output_schema=output_schema,
         timeout_seconds=_timeout(data.get("timeout_seconds")),
         requires_admin=_bool(data, "requires_admin"),
-        max_concurrency=_max_concurrency(data.get("max_concurrency")),
-        max_output_bytes=_max_output_bytes(data.get("max_output_bytes")),
+        max_concurrency=_whole_limit(data, "max_concurrency", "calls"),
+        max_output_bytes=_whole_limit(data, "max_output_bytes", "bytes"),
         tags=_str_list(data, "tags"),
         examples=_examples(data.get("examples"), input_schema),
         annotations=_annotations(data.get("annotations")),
@@ -182,19 +182,13 @@ def _timeout(value: Any) -> float | None:
     return float(value)
 
 
-def _max_output_bytes(value: Any) -> int | None:
+def _whole_limit(data: Mapping[str, Any], key: str, unit: str) -> int | None:
+    """An optional limit that must be a whole number of `unit`, at least 1."""
+    value = data.get(key)
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DefinitionError("max_output_bytes must be a whole number of bytes, at least 1", "max_output_bytes")
-    return value
-
-
-def _max_concurrency(value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DefinitionError("max_concurrency must be a whole number of calls, at least 1", "max_concurrency")
+        raise DefinitionError(f"{key} must be a whole number of {unit}, at least 1", key)
     return value
 
 

@@ -47,12 +47,13 @@ class PythonRunner(Runner):
     kind = "python"
 
     def __init__(
-        self, call: Callable[[Mapping[str, Any], ToolContext], Any], is_async: bool, slots: threading.Semaphore
+        self, call: Callable[[Mapping[str, Any], ToolContext], Any], is_async: bool, slots: threading.Semaphore,
+        max_output_bytes: int,
     ) -> None:
         self._call = call
         self._is_async = is_async
         self._slots = slots
-        self.max_output_bytes = 1024 * 1024
+        self._max_output_bytes = max_output_bytes
 
     async def _run_in_thread(self, invocation: Invocation, arguments: dict[str, Any], context: ToolContext) -> Any:
         # A thread holds its slot until the function returns, even after the call timed out and was answered.
@@ -75,11 +76,10 @@ class PythonRunner(Runner):
         if not isinstance(entrypoint, str):
             raise RunnerConfigError("a python runner needs `entrypoint: package.module:function`")
         target = resolve_entrypoint(entrypoint)
+        limit = tool.max_output_bytes or settings.max_output_bytes
         if isinstance(target, type) and issubclass(target, Tool):
             instance = target()
-            runner = cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots)
-            runner.max_output_bytes = tool.max_output_bytes or settings.max_output_bytes
-            return runner
+            return cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots, limit)
         if not callable(target):
             raise RunnerConfigError(f"entrypoint {entrypoint!r} is not callable")
         # A function gets its arguments as keywords, and the credentials its tool declares as `credentials=`.
@@ -87,23 +87,19 @@ class PythonRunner(Runner):
         if wants_credentials:
             _check_takes_credentials(entrypoint, target)
 
+        def keywords(arguments: Mapping[str, Any], context: ToolContext) -> Mapping[str, Any]:
+            return {**arguments, "credentials": context.credentials} if wants_credentials else arguments
+
         def call_with_keywords(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-            if wants_credentials:
-                return target(**arguments, credentials=context.credentials)
-            return target(**arguments)
+            return target(**keywords(arguments, context))
 
         if inspect.iscoroutinefunction(target):
 
             async def acall_with_keywords(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-                if wants_credentials:
-                    return await target(**arguments, credentials=context.credentials)
-                return await target(**arguments)
+                return await target(**keywords(arguments, context))
 
-            runner = cls(acall_with_keywords, True, settings.sync_tool_slots)
-        else:
-            runner = cls(call_with_keywords, False, settings.sync_tool_slots)
-        runner.max_output_bytes = tool.max_output_bytes or settings.max_output_bytes
-        return runner
+            return cls(acall_with_keywords, True, settings.sync_tool_slots, limit)
+        return cls(call_with_keywords, False, settings.sync_tool_slots, limit)
 
     async def run(self, invocation: Invocation) -> RunOutcome:
         context = ToolContext(
@@ -132,7 +128,7 @@ class PythonRunner(Runner):
             return RunOutcome(failure=ToolFailure("TOOL_EXCEPTION", (
                 f"tool {invocation.tool.name!r} failed with an unexpected error; the server log has the detail "
                 f"under call id {invocation.call_id}")))
-        return _capped(_outcome_of(result), self.max_output_bytes)
+        return _capped(_outcome_of(result), self._max_output_bytes)
 
 
 def _capped(outcome: RunOutcome, limit: int) -> RunOutcome:

@@ -75,10 +75,12 @@ class Redactor:
         match = _TRAILING_TOKEN.search(text, window)
         end = match.start() if match else len(text)
         for form in self._exact:
-            for length in range(min(len(form) - 1, len(text)), 0, -1):
-                if text.endswith(form[:length]):
-                    end = min(end, len(text) - length)
-                    break
+            # Only where the form's first character stands can an ending begin it: look there, earliest first.
+            start = text.find(form[0], max(0, len(text) - len(form) + 1), end)
+            while start != -1 and not form.startswith(text[start:]):
+                start = text.find(form[0], start + 1, end)
+            if start != -1:
+                end = start
         return end
 
     def find_spans(self, text: str) -> list[Span]:

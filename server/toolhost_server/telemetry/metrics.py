@@ -5,7 +5,8 @@ servers in one process (the tests) count separately, and `/metrics` shows exactl
 
     metrics = ToolhostMetrics()
     metrics.observe_reload(report)                         # after each reload
-    metrics.call_started(tool) / metrics.call_finished(tool, outcome, seconds, truncated, redacted)
+    metrics.in_flight.labels(tool).inc() / .dec()          # as calls are admitted and released
+    metrics.call_finished(tool, outcome, seconds, truncated, redacted)
     metrics.observe_rpc(method, code, seconds)             # from the gRPC layer
     metrics.render()                                       # the text exposition format, for /metrics
 """
@@ -60,11 +61,8 @@ class ToolhostMetrics:
             self.tools_loaded.inc(len(report.added) + len(report.changed))
             self.tools_count.set(len(report.tools))
 
-    def call_started(self, tool: str) -> None:
-        self.in_flight.labels(tool).inc()
-
     def call_finished(self, tool: str, outcome: str, seconds: float, truncated: bool, redacted: bool) -> None:
-        self.in_flight.labels(tool).dec()
+        """One call of a served tool ended: `outcome` is OK, the tool's error code or the refusal's reason."""
         self.calls.labels(tool, outcome).inc()
         self.call_seconds.labels(tool).observe(seconds)
         if truncated:
