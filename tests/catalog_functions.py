@@ -90,6 +90,8 @@ class ReportsProgress(Tool):
         steps = arguments["steps"]
         for step in range(1, steps + 1):
             context.report_progress(step, steps, f"step {step} with password=hunter2hunter2")
+            # A report still waiting for the reader is replaced by the next: pause so that each one is read.
+            time.sleep(0.1)
         return f"counted to {steps}"
 
 

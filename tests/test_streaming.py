@@ -9,6 +9,7 @@ import pytest
 from test_process_runner import add_tool, eventually, marker
 
 import toolhost
+from toolhost_server.call_events import EventBuffer, OutputChunk, Progress
 
 from conftest import leftover_processes, write_tool
 
@@ -167,3 +168,17 @@ async def test_chunks_stop_at_the_output_limit(start_server, tmp_path):
     assert result.truncated and result.original_size_bytes == 1_000_000
     # Cut back to the last whole line: the partial run of y's at the limit could be the start of a token.
     assert streamed == result.output == ("y" * 9999 + "\n") * 5
+
+
+async def test_a_slow_reader_gets_every_chunk_but_only_the_latest_of_waiting_progress_reports():
+    buffer = EventBuffer()
+    for step in range(1, 10_001):  # a tool reporting in a tight loop, nobody reading yet
+        buffer.put(Progress(step, 10_000))
+    buffer.put(OutputChunk("stdout", "a"))
+    buffer.put(Progress(1, 2))
+    buffer.put(OutputChunk("stdout", "b"))
+    buffer.close()
+    events = []
+    while (event := await buffer.get()) is not None:
+        events.append(event)
+    assert events == [Progress(10_000, 10_000), OutputChunk("stdout", "a"), Progress(1, 2), OutputChunk("stdout", "b")]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import threading
+from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -47,6 +48,37 @@ class CallEvents(Protocol):
 
     def output(self, stream: StreamName, data: bytes) -> None:
         """Bytes the process wrote, in order, at most the output limit per stream."""
+
+
+class EventBuffer:
+    """The events of a streamed call waiting for a slow reader, then its end (`close`).
+
+    Output is bounded by the output limit; progress is not (a tool may report in a tight loop), so a progress
+    report that is still waiting behind another one replaces it: the reader gets the latest.
+    """
+
+    def __init__(self) -> None:
+        self._events: deque[CallEvent] = deque()
+        self._closed = False
+        self._changed = asyncio.Event()
+
+    def put(self, event: CallEvent) -> None:
+        if isinstance(event, Progress) and self._events and isinstance(self._events[-1], Progress):
+            self._events[-1] = event
+        else:
+            self._events.append(event)
+        self._changed.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._changed.set()
+
+    async def get(self) -> CallEvent | None:
+        """The next event, or None once closed and drained."""
+        while not self._events and not self._closed:
+            self._changed.clear()
+            await self._changed.wait()
+        return self._events.popleft() if self._events else None
 
 
 class _TextStream:

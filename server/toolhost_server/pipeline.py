@@ -20,7 +20,7 @@ from opentelemetry import trace
 
 from .audit import AuditRecord, AuditTrail
 from .auth import ANONYMOUS, Caller, authorize_call, find_visible
-from .call_events import CallEvent, RedactingEvents
+from .call_events import CallEvent, EventBuffer, RedactingEvents
 from .credentials import CredentialResolver, ResolvedCredentials
 from .errors import (
     CallerDeadlineExceeded,
@@ -171,17 +171,17 @@ class CallPipeline:
         Raises like `call`, before anything is yielded when the call cannot start. Closing the iterator early
         (the caller went away) cancels the call, which stops the tool.
         """
-        queue: asyncio.Queue[CallEvent | None] = asyncio.Queue()
-        task = asyncio.create_task(self._execute(request, queue.put_nowait), name=f"stream-call-{request.name}")
+        events = EventBuffer()
+        task = asyncio.create_task(self._execute(request, events.put), name=f"stream-call-{request.name}")
 
         def end_of_events(done: asyncio.Task[CallResult]) -> None:
-            queue.put_nowait(None)
+            events.close()
             if not done.cancelled():
                 done.exception()  # retrieved here: a caller gone early must not leave a "never retrieved" warning
 
         task.add_done_callback(end_of_events)
         try:
-            while (event := await queue.get()) is not None:
+            while (event := await events.get()) is not None:
                 yield event
             yield task.result()
         finally:

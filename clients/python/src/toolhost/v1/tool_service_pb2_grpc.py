@@ -120,7 +120,8 @@ class ToolServiceServicer:
         """StreamCallTool runs a tool like CallTool and streams the call as it happens: progress reports, the
         process's output in chunks as it writes them, and last one `result`, the CallToolResponse that CallTool
         would have returned (it repeats the whole output, so a client that only wants the result can skip the
-        rest). Chunks are redacted like the result, and stop at the same size limit.
+        rest). Chunks are redacted like the result, and stop at the same size limit. A progress report the
+        client has not read yet when the next one comes is replaced by it: a slow reader gets the latest.
 
         Errors before the tool starts (unknown tool, invalid arguments, over capacity) end the stream with the
         same status CallTool returns. Cancelling the stream, or its deadline passing, stops the tool: a process
