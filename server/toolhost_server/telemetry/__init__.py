@@ -6,7 +6,7 @@
     tracing.close()                                            # exports what is waiting
 
 Modules: `tracing` (setup), `redacting_exporter`, `tool_spans` (the execute_tool span), `trace_context` (W3C
-propagation and ids). The gRPC server span is made in `toolhost_server.api.server_spans` (only api/ speaks gRPC).
+propagation and ids). The gRPC server span is made in `toolhost_server.api.rpc_observer` (only api/ speaks gRPC).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ _SERVER_FAULTS: Final = frozenset({
     grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS})
 
 
-class ServerSpanInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class RpcObserver(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     """Wraps each observed method's handler so that its whole run, streamed responses included, is one span
     (when `tracer` is given) and one observation in `metrics`."""
 
