@@ -26,7 +26,7 @@ help:
 	@echo "make generate         regenerate the code made from proto/"
 	@echo "make check-generated  fail when the committed generated code differs from proto/"
 	@echo "make lint             buf lint, buf breaking (against $(PROTO_BASELINE)), ruff and mypy --strict"
-	@echo "make bench            measure toolhost against a bare grpc.aio server (bench/results/)"
+	@echo "make bench            measure toolhost against bare gRPC and the MCP SDK (docs/benchmarks.md)"
 	@echo "make tools            install pinned grpcurl, grpc-health-probe and buf into .tools/ and tools/"
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
@@ -68,8 +68,25 @@ test-ts: venv $(PROTOC_GEN_ES)
 test-go: venv
 	cd clients/go && go vet ./... && go test -count=1 ./...
 
-bench: venv
-	$(BIN)/python bench/core_latency.py
+# The benchmarks' own dependencies (the MCP SDK they compare against, matplotlib, profilers) and ghz, the gRPC
+# load generator, pinned here: its module pins an old grpc-go that does not belong in tools/go.mod.
+BENCH_STAMP := $(VENV)/.bench-installed
+GHZ_VERSION := v0.93.0
+# The file name carries the version, so changing GHZ_VERSION installs the new one.
+GHZ := $(TOOLS_BIN)/ghz-$(GHZ_VERSION)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,bench]'
+	touch $@
+
+$(GHZ):
+	GOBIN=$(TOOLS_BIN) go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
+	mv $(TOOLS_BIN)/ghz $@
+
+# Every figure of docs/benchmarks.md, written with bench/results/latest.json. BENCH_ARGS="--only call_path"
+# runs one group; "--quick" a short smoke run.
+bench: $(BENCH_STAMP) $(GHZ)
+	GHZ=$(GHZ) $(BIN)/python -m bench.run $(BENCH_ARGS)
 
 # Generated Python goes next to the hand-written client; see clients/python/src/toolhost/v1. $(1) is the root
 # of the tree to write (the repository, or a scratch copy for check-generated).
@@ -102,7 +119,7 @@ proto-baseline: $(BUF)
 lint: venv $(BUF)
 	$(BUF) lint
 	$(BUF) breaking --against $(PROTO_BASELINE)
-	$(BIN)/ruff check server tests clients/python/src
+	$(BIN)/ruff check server tests bench clients/python/src
 	$(BIN)/mypy
 
 clean:

@@ -11,6 +11,7 @@ import json
 import sys
 
 import grpc
+
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 

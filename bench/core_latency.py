@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import grpc
+
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 HERE = Path(__file__).resolve().parent
