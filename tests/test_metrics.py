@@ -26,8 +26,8 @@ async def test_the_http_app_serves_metrics_and_health():
     server = HttpServer(create_http_app(metrics, lambda: ready[0]), "127.0.0.1:0")
     port = await server.start()
     try:
-        metrics.in_flight.labels("echo").inc()
-        metrics.in_flight.labels("echo").dec()
+        metrics.call_started("echo")
+        metrics.call_released("echo")
         metrics.call_finished("echo", "OK", 0.002, truncated=False, redacted=True)
         metrics.observe_rpc("/toolhost.v1.ToolService/CallTool", "OK", 0.003)
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:

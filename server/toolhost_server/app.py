@@ -51,7 +51,7 @@ class Toolhost:
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
-        self.audit = AuditTrail(_audit_store(config))
+        self.audit = AuditTrail(_audit_store(config), redactor=self.redactor)
         # The memory ring, the database log writer when configured, and the inspector over every log reader.
         self.logs = ServerLogs(config, self.redactor)
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from .batching import BatchWriter
+from .sanitize import REDACTED_BY, LearningRedactor, Redactor
 
 logger = logging.getLogger("toolhost.audit")
 
@@ -48,16 +49,22 @@ class AuditTrail:
 
     `store` receives lists of records in a worker thread; an exception there is logged and the batch lost.
     Call `start()` on the event loop before the first record and `close()` to write what is still waiting.
+
+    With `redactor` (the one the log handlers' RedactingLogFilter holds), the log line is redacted here, where
+    the few fields a caller chose are known, and the filters pass it on as it is: the generic filter would
+    look at every field of the record, on every handler, on every call.
     """
 
     def __init__(
         self,
         store: Callable[[Sequence[AuditRecord]], None] | None = None,
         *,
+        redactor: Redactor | LearningRedactor | None = None,
         batch_size: int = 500,
         flush_seconds: float = 1.0,
         max_waiting: int = 50_000,
     ) -> None:
+        self._redactor = redactor
         self._writer: BatchWriter[AuditRecord] | None = None
         if store is not None:
             self._writer = BatchWriter(store, what="audit records", logger=logger, batch_size=batch_size,
@@ -78,12 +85,27 @@ class AuditTrail:
             self._writer.start()
 
     def record(self, entry: AuditRecord) -> None:
-        logger.info(
-            "call tool=%s caller=%s outcome=%s duration_ms=%.1f call_id=%s argument_keys=%s",
-            entry.tool, entry.caller, entry.outcome, entry.duration_ms, entry.call_id,
-            ",".join(entry.argument_keys) or "-", extra={"audit": entry.as_dict()})
+        if logger.isEnabledFor(logging.INFO):
+            self._log(entry)
         if self._writer is not None:
             self._writer.add(entry)
+
+    def _log(self, entry: AuditRecord) -> None:
+        fields = entry.as_dict()
+        extra: dict[str, Any] = {"audit": fields}
+        if self._redactor is not None:
+            redactor = self._redactor.current if isinstance(self._redactor, LearningRedactor) else self._redactor
+            # What the caller chose (its identity, the tool name it asked for, its call id and argument keys);
+            # the rest the server wrote: times, hex trace ids, outcome codes. One value holds them all, so the
+            # redactor's whole-structure pass looks at them at once.
+            untrusted = (entry.caller, entry.tool, entry.call_id, *entry.argument_keys)
+            caller, tool, call_id, *keys = redactor.redact_value(untrusted).value
+            fields.update(caller=caller, tool=tool, call_id=call_id, argument_keys=keys)
+            extra[REDACTED_BY] = redactor
+        logger.info(
+            "call tool=%s caller=%s outcome=%s duration_ms=%.1f call_id=%s argument_keys=%s",
+            fields["tool"], fields["caller"], fields["outcome"], fields["duration_ms"], fields["call_id"],
+            ",".join(fields["argument_keys"]) or "-", extra=extra)
 
     async def close(self) -> None:
         """Stop the writer after storing what is waiting."""

@@ -7,7 +7,6 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Final
 
 
@@ -80,12 +79,15 @@ class Annotations:
     open_world: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A complete, validated tool definition. Immutable: a reload builds new specs, never edits these.
 
     `runner` is the runner configuration (a mapping with at least "type"); the registry turns it into a Runner.
     `input_schema` is always set: derived from `parameters` when the definition gave none.
+
+    Slotted, its two hashes computed on first use into slots of their own: a catalog holds thousands of specs,
+    and an instance dictionary (grown by a cached_property) cost over a kilobyte each.
     """
 
     name: str
@@ -112,40 +114,51 @@ class ToolSpec:
     credentials: tuple[str, ...] = ()
     intents: tuple[str, ...] = ()
 
-    @cached_property
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
+    _content_hash: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
     def fingerprint(self) -> str:
         """Hash of what a model sees of the tool: name, description and schemas."""
-        return _sha256_of([self.name, self.description, self.input_schema, self.output_schema])
+        value = self._fingerprint
+        if value is None:
+            value = _sha256_of([self.name, self.description, self.input_schema, self.output_schema])
+            object.__setattr__(self, "_fingerprint", value)
+        return value
 
-    @cached_property
+    @property
     def content_hash(self) -> str:
         """Hash of the whole definition, origin excluded: equal hashes mean the same tool."""
-        return _sha256_of(
-            [
-                self.fingerprint,
-                self.display_name,
-                self.category,
-                self.platform,
-                self.version,
-                self.source.value,
-                [_parameter_key(p) for p in self.parameters],
-                self.runner,
-                self.timeout_seconds,
-                self.requires_admin,
-                self.max_concurrency,
-                self.max_output_bytes,
-                self.tags,
-                [[e.description, e.arguments] for e in self.examples],
+        value = self._content_hash
+        if value is None:
+            value = _sha256_of(
                 [
-                    self.annotations.read_only,
-                    self.annotations.destructive,
-                    self.annotations.idempotent,
-                    self.annotations.open_world,
-                ],
-                self.credentials,
-                self.intents,
-            ]
-        )
+                    self.fingerprint,
+                    self.display_name,
+                    self.category,
+                    self.platform,
+                    self.version,
+                    self.source.value,
+                    [_parameter_key(p) for p in self.parameters],
+                    self.runner,
+                    self.timeout_seconds,
+                    self.requires_admin,
+                    self.max_concurrency,
+                    self.max_output_bytes,
+                    self.tags,
+                    [[e.description, e.arguments] for e in self.examples],
+                    [
+                        self.annotations.read_only,
+                        self.annotations.destructive,
+                        self.annotations.idempotent,
+                        self.annotations.open_world,
+                    ],
+                    self.credentials,
+                    self.intents,
+                ]
+            )
+            object.__setattr__(self, "_content_hash", value)
+        return value
 
 
 def _parameter_key(p: Parameter) -> list[Any]:

@@ -148,10 +148,10 @@ class CallPipeline:
         self._in_flight += 1
         self._in_flight_by_tool[spec.name] = running + 1
         self._idle.clear()
-        self._metrics.in_flight.labels(spec.name).inc()
+        self._metrics.call_started(spec.name)
 
     def _release(self, spec: ToolSpec) -> None:
-        self._metrics.in_flight.labels(spec.name).dec()
+        self._metrics.call_released(spec.name)
         self._in_flight -= 1
         remaining = self._in_flight_by_tool[spec.name] - 1
         if remaining:

@@ -2,6 +2,9 @@
 
 A call takes the current snapshot once and keeps it to the end, so a reload never changes a tool under a
 running call. Only the generation counter and the snapshot reference change, and only on the event loop.
+
+Building the next snapshot (the diff, the sorted names, the listeners' per-snapshot artefacts) is the costly
+part with thousands of tools; `prepare` does it and may run off the event loop, `commit` makes it serve.
 """
 
 from __future__ import annotations
@@ -56,10 +59,13 @@ class Snapshot:
 
     _FILTER_CACHE_SIZE = 128
 
-    def __init__(self, generation: int, tools: Mapping[str, RegisteredTool]) -> None:
+    def __init__(self, generation: int, tools: Mapping[str, RegisteredTool],
+                 names: tuple[str, ...] | None = None) -> None:
+        """`names`, when given, must be the sorted names of `tools` (the previous generation's, when only
+        definitions changed)."""
         self.generation = generation
         self._tools = dict(tools)
-        self.names: tuple[str, ...] = tuple(sorted(self._tools))
+        self.names: tuple[str, ...] = tuple(sorted(self._tools)) if names is None else names
         # Filtered name lists, computed on first use per filter, so paging through a filter is a bisect.
         self._filtered: OrderedDict[object, tuple[str, ...]] = OrderedDict()
 
@@ -105,14 +111,26 @@ def close_names(name: str, names: Sequence[str]) -> list[str]:
 def diff(old: Snapshot, new_tools: Mapping[str, RegisteredTool]) -> tuple[list[str], list[str], list[str]]:
     """The names added, removed and changed from `old` to `new_tools`, each sorted."""
     old_tools = old.tools()
-    added = sorted(n for n in new_tools if n not in old_tools)
-    removed = sorted(n for n in old_tools if n not in new_tools)
+    added = sorted(new_tools.keys() - old_tools.keys())
+    removed = sorted(old_tools.keys() - new_tools.keys())
+    # The catalog reader hands back the very same object for an unchanged file: only the others are compared.
+    old_get = old_tools.get
+    others = [name for name, tool in new_tools.items() if old_get(name) is not tool]
     changed = sorted(
-        n for n, t in new_tools.items()
-        if n in old_tools and (old_tools[n].spec.content_hash != t.spec.content_hash
-                               or old_tools[n].spec.origin != t.spec.origin)
+        name for name in others
+        if name in old_tools and (old_tools[name].spec.content_hash != new_tools[name].spec.content_hash
+                                  or old_tools[name].spec.origin != new_tools[name].spec.origin)
     )
     return added, removed, changed
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSwap:
+    """The next generation, built by `Registry.prepare` and not yet serving."""
+
+    base: Snapshot
+    snapshot: Snapshot
+    change: GenerationChange
 
 
 @dataclass(eq=False)  # identity semantics: each stream is its own watcher
@@ -134,20 +152,37 @@ class Registry:
         return self._snapshot
 
     def add_listener(self, listener: Callable[[Snapshot], None]) -> None:
-        """Call `listener` with each new snapshot before it serves (to prepare per-snapshot artefacts)."""
+        """Call `listener` with each new snapshot before it serves (to prepare per-snapshot artefacts). It may
+        be called from a thread other than the event loop's (see `prepare`), while an older snapshot serves."""
         self._listeners.append(listener)
         listener(self._snapshot)
 
     def swap(self, tools: Mapping[str, RegisteredTool]) -> GenerationChange | None:
         """Make `tools` the serving set. Returns the change, or None when nothing changed (no new generation)."""
-        added, removed, changed = diff(self._snapshot, tools)
-        if not (added or removed or changed) and self._snapshot.generation > 0:
+        prepared = self.prepare(tools)
+        return None if prepared is None else self.commit(prepared)
+
+    def prepare(self, tools: Mapping[str, RegisteredTool]) -> PreparedSwap | None:
+        """The generation after the current one serving `tools`, listeners told, or None when nothing changed.
+        Safe off the event loop; whoever swaps must not swap between this and `commit` (the Reloader's lock)."""
+        base = self._snapshot
+        added, removed, changed = diff(base, tools)
+        if not (added or removed or changed) and base.generation > 0:
             return None
-        new = Snapshot(self._snapshot.generation + 1, tools)
+        # Only definitions changed: the names, and so their order, are the previous generation's.
+        names = base.names if not (added or removed) and base.generation > 0 else None
+        new = Snapshot(base.generation + 1, tools, names)
         for listener in self._listeners:
             listener(new)
-        self._snapshot = new
         change = GenerationChange(new.generation, len(new), tuple(added), tuple(removed), tuple(changed))
+        return PreparedSwap(base, new, change)
+
+    def commit(self, prepared: PreparedSwap) -> GenerationChange | None:
+        """Make a prepared generation serve and tell the watchers. On the event loop."""
+        if prepared.base is not self._snapshot:  # another swap came between: build this one again
+            return self.swap(prepared.snapshot.tools())
+        self._snapshot = prepared.snapshot
+        change = prepared.change
         for watcher in list(self._watchers):
             try:
                 watcher.queue.put_nowait(change)

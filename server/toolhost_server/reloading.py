@@ -7,10 +7,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .catalog.loader import ToolLoader
+from .catalog.loader import LoadResult, ToolLoader
 from .daemon_threads import run_in_daemon_thread
-from .model import ToolSource
-from .registry import CatalogProblem, Registry
+from .registry import CatalogProblem, PreparedSwap, Registry
 
 logger = logging.getLogger("toolhost.registry")
 
@@ -59,8 +58,9 @@ class Reloader:
         logger.info("[ToolRegistry] Reloading (%s) with catalog dirs: %s", trigger, list(dirs))
         for directory in dirs:
             logger.info("[ToolRegistry] Scanning catalog directory: %s", directory)
-        # YAML parsing is CPU work: a thread keeps the loop serving calls meanwhile.
-        result = await run_in_daemon_thread(self._loader.load, name="catalog-load")
+        # YAML parsing, and building the next generation, is CPU work: a thread keeps the loop serving calls
+        # meanwhile. Only the swap itself happens on the loop.
+        result, prepared = await run_in_daemon_thread(self._load_and_prepare, name="catalog-load")
         for problem in result.problems:
             where = f"{problem.file}:{problem.line}" if problem.line else problem.file
             logger.error("[ToolRegistry] %s: %s", where, problem.reason)
@@ -68,14 +68,13 @@ class Reloader:
             snapshot = self._registry.snapshot
             logger.error("[ToolRegistry] Reload failed; still serving generation %d", snapshot.generation)
             return ReloadReport(False, snapshot.generation, snapshot.names, (), dirs, tuple(result.problems))
-        yaml_tools = sum(1 for tool in result.tools.values() if tool.spec.source is ToolSource.CATALOG)
-        logger.info("[ToolRegistry] Loaded %d YAML tools", yaml_tools)
-        change = self._registry.swap(result.tools)
+        logger.info("[ToolRegistry] Loaded %d YAML tools", result.catalog_count)
+        change = self._registry.commit(prepared) if prepared is not None else None
         snapshot = self._registry.snapshot
         for name in result.missing_required:
             logger.error("[ToolRegistry] Required tool '%s' not found in registry!", name)
         logger.info("[ToolRegistry] Registry loaded with %d tools (generation %d): %s",
-                    len(snapshot), snapshot.generation, list(snapshot.names))
+                    len(snapshot), snapshot.generation, _NameList(snapshot.names))
         return ReloadReport(
             success=True,
             generation=snapshot.generation,
@@ -87,3 +86,27 @@ class Reloader:
             removed=change.removed if change else (),
             changed=change.changed if change else (),
         )
+
+    def _load_and_prepare(self) -> tuple[LoadResult, PreparedSwap | None]:
+        """In the loader thread: the load, and the next generation built from it (not yet serving)."""
+        result = self._loader.load()
+        if result.tools is None:
+            return result, None
+        return result, self._registry.prepare(result.tools)
+
+
+class _NameList:
+    """The served names in a log message: all of them as a list up to LOGGED_NAMES, else the first ones and
+    how many more. A catalog of thousands of tools must not make each reload log a line of 100 KB and more.
+    Formatted only when the record is."""
+
+    LOGGED_NAMES = 100
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self._names = names
+
+    def __str__(self) -> str:
+        if len(self._names) <= self.LOGGED_NAMES:
+            return str(list(self._names))
+        shown = str(list(self._names[:self.LOGGED_NAMES]))[:-1]
+        return f"{shown}, ... and {len(self._names) - self.LOGGED_NAMES} more]"

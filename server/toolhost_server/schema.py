@@ -61,7 +61,11 @@ class ArgumentValidator:
     """
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
-        self._validator = jsonschema_rs.validator_for(dict(schema))
+        # Compiled here, so that a schema jsonschema-rs cannot use is refused when the tool loads, but kept only
+        # once the tool is called: a compiled validator holds about 4 KB, which a catalog of thousands of tools,
+        # most of them seldom called, would otherwise keep for each one.
+        jsonschema_rs.validator_for(dict(schema))
+        self._compiled: jsonschema_rs.Validator | None = None
         self._schema = schema
         properties = schema.get("properties")
         self._properties: Mapping[str, Any] = properties if isinstance(properties, Mapping) else {}
@@ -70,6 +74,13 @@ class ArgumentValidator:
             for name, prop in self._properties.items()
             if isinstance(prop, Mapping) and "default" in prop
         }
+
+    @property
+    def _validator(self) -> jsonschema_rs.Validator:
+        compiled = self._compiled
+        if compiled is None:  # two first calls at once may both compile; either result serves
+            compiled = self._compiled = jsonschema_rs.validator_for(dict(self._schema))
+        return compiled
 
     def prepare(self, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """The completed arguments, or InvalidArgumentsError naming every problem."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
@@ -148,10 +149,16 @@ class ToolMessages:
         return b"".join(e.full_entry if full else e.basic_entry for e in entries)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def call_response(result: CallResult) -> tool_service_pb2.CallToolResponse:
     outcome = result.outcome
-    timestamp = Timestamp()
-    timestamp.FromDatetime(result.started_at)
+    # Exact integer microseconds since the epoch: Timestamp.FromDatetime goes through a UTC time tuple, a cost
+    # on every call.
+    seconds, micros = divmod((result.started_at - _EPOCH) // _MICROSECOND, 1_000_000)
+    timestamp = Timestamp(seconds=seconds, nanos=micros * 1000)
     response = tool_service_pb2.CallToolResponse(
         success=result.success,
         tool=result.tool,

@@ -5,6 +5,10 @@ The span, when tracing is on, is a child of the caller's `traceparent`, named
 ERROR for the codes that are the server's fault (OpenTelemetry's gRPC conventions), with the code's name as its
 description. The metrics (requests by method and code, duration by method) are always recorded.
 
+The handlers are wrapped once, as the services are registered (`ObservedRegistration`), not by a
+grpc.aio.ServerInterceptor: an interceptor runs for every call and builds a new method handler each time, which
+cost a noticeable part of a CallTool(echo) on this server.
+
 Why not opentelemetry-instrumentation-grpc's `aio_server_interceptor`: run against this server it reported
 rpc.grpc.status_code 0 and status UNSET for every refused call (its context wrapper does not see
 `abort_with_status`, which every error here goes through), and recorded each refusal twice as an exception
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing, nullcontext
 from typing import Any, Final
 
@@ -36,64 +40,87 @@ _SERVER_FAULTS: Final = frozenset({
     grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DATA_LOSS})
 
 
-class RpcObserver(grpc.aio.ServerInterceptor):  # type: ignore[misc]
-    """Wraps each observed method's handler so that its whole run, streamed responses included, is one span
-    (when `tracer` is given) and one observation in `metrics`."""
+class RpcObserver:
+    """Wraps a method's handler so that its whole run, streamed responses included, is one span (when `tracer`
+    is given) and one observation in `metrics`."""
 
     def __init__(self, tracer: trace.Tracer | None, metrics: ToolhostMetrics) -> None:
         self._tracer = tracer
         self._metrics = metrics
 
-    async def intercept_service(
-        self, continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(handler_call_details)
-        full_method = str(handler_call_details.method).lstrip("/")
-        service, _, method = full_method.partition("/")
-        if handler is None or service in _UNTRACED_SERVICES:
+    def wrap(self, service: str, method: str, handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+        if service in _UNTRACED_SERVICES:
             return handler
-        metadata = handler_call_details.invocation_metadata or ()
-        headers = {key: str(value) for key, value in metadata if key in TRACE_CONTEXT_KEYS}
-        span_of = _SpanStarter(self._tracer, self._metrics, full_method, service, method, headers)
+        rpc = _Rpc(self._tracer, self._metrics, service, method)
         if handler.response_streaming:
             behavior = handler.stream_stream if handler.request_streaming else handler.unary_stream
             factory = grpc.stream_stream_rpc_method_handler if handler.request_streaming else \
                 grpc.unary_stream_rpc_method_handler
-            wrapped: Any = _streaming(behavior, span_of)
+            wrapped: Any = _streaming(behavior, rpc)
         else:
             behavior = handler.stream_unary if handler.request_streaming else handler.unary_unary
             factory = grpc.stream_unary_rpc_method_handler if handler.request_streaming else \
                 grpc.unary_unary_rpc_method_handler
-            wrapped = _unary(behavior, span_of)
+            wrapped = _unary(behavior, rpc)
         return factory(wrapped, request_deserializer=handler.request_deserializer,
                        response_serializer=handler.response_serializer)
 
 
-class _SpanStarter:
-    """Starts the span of one RPC as the current span, under the caller's trace context when it sent one."""
+class ObservedRegistration:
+    """Stands in for the server in a generated `add_XServicer_to_server(servicer, server)`: registers each
+    method's handler wrapped by `observer`.
 
-    def __init__(self, tracer: trace.Tracer | None, metrics: ToolhostMetrics, name: str, service: str, method: str,
-                 headers: dict[str, str]) -> None:
-        self._tracer = tracer
+        ObservedRegistration(server, observer).add(add_ToolServiceServicer_to_server, ToolService(toolhost))
+
+    The generated function hands over the handlers twice: as a generic handler (opaque, ignored here) and as
+    the map of registered method handlers, which is wrapped and registered both ways.
+    """
+
+    def __init__(self, server: grpc.aio.Server, observer: RpcObserver) -> None:
+        self._server = server
+        self._observer = observer
+        self._registered = False
+
+    def add(self, add_to_server: Callable[[Any, Any], None], servicer: Any) -> None:
+        self._registered = False
+        add_to_server(servicer, self)
+        if not self._registered:
+            raise RuntimeError(f"{add_to_server.__name__} registered no method handlers: the generated code no "
+                               "longer calls add_registered_method_handlers; update ObservedRegistration")
+
+    def add_generic_rpc_handlers(self, generic_handlers: Any) -> None:
+        pass  # the same handlers come again, by name, in add_registered_method_handlers
+
+    def add_registered_method_handlers(self, service: str, handlers: Mapping[str, grpc.RpcMethodHandler]) -> None:
+        wrapped = {name: self._observer.wrap(service, name, handler) for name, handler in handlers.items()}
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, wrapped),))
+        self._server.add_registered_method_handlers(service, wrapped)
+        self._registered = True
+
+
+class _Rpc:
+    """One method's name, attributes and where its observations go; starts the span of each call, under the
+    caller's trace context when it sent one."""
+
+    def __init__(self, tracer: trace.Tracer | None, metrics: ToolhostMetrics, service: str, method: str) -> None:
+        self.tracer = tracer
         self.metrics = metrics
-        self.name = name
+        self.name = f"{service}/{method}"
         self._attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
-        self._headers = headers
-        self.started = time.perf_counter()
 
-    def __call__(self) -> Any:
-        self.started = time.perf_counter()
-        if self._tracer is None:
-            return nullcontext(trace.INVALID_SPAN)
-        return self._tracer.start_as_current_span(
-            self.name, context=parent_context(self._headers), kind=SpanKind.SERVER, attributes=self._attributes,
+    def start_span(self, context: grpc.aio.ServicerContext, tracer: trace.Tracer) -> Any:
+        metadata = context.invocation_metadata() or ()
+        headers = {key: str(value) for key, value in metadata if key in TRACE_CONTEXT_KEYS}
+        return tracer.start_as_current_span(
+            self.name, context=parent_context(headers), kind=SpanKind.SERVER, attributes=self._attributes,
             record_exception=False, set_status_on_exception=False)
 
 
-def _unary(behavior: Callable[..., Awaitable[Any]], span_of: _SpanStarter) -> Callable[..., Awaitable[Any]]:
-    async def traced(request: Any, context: grpc.aio.ServicerContext) -> Any:
-        with span_of() as span:
+def _unary(behavior: Callable[..., Awaitable[Any]], rpc: _Rpc) -> Callable[..., Awaitable[Any]]:
+    tracer = rpc.tracer
+    if tracer is None:
+        async def measured(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            started = time.perf_counter()
             error: BaseException | None = None
             try:
                 return await behavior(request, context)
@@ -101,16 +128,32 @@ def _unary(behavior: Callable[..., Awaitable[Any]], span_of: _SpanStarter) -> Ca
                 error = exc
                 raise
             finally:
-                _end(span, context, error, span_of)
+                _end(trace.INVALID_SPAN, context, error, rpc, started)
+        return measured
+
+    async def traced(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        started = time.perf_counter()
+        with rpc.start_span(context, tracer) as span:
+            error: BaseException | None = None
+            try:
+                return await behavior(request, context)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                _end(span, context, error, rpc, started)
     return traced
 
 
 def _streaming(
-    behavior: Callable[..., AsyncGenerator[Any, None]], span_of: _SpanStarter,
+    behavior: Callable[..., AsyncGenerator[Any, None]], rpc: _Rpc,
 ) -> Callable[..., AsyncIterator[Any]]:
+    tracer = rpc.tracer
+
     async def traced(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        started = time.perf_counter()
         # grpc drives the generator from one task, so the span is made current and detached in that task.
-        with span_of() as span:
+        with rpc.start_span(context, tracer) if tracer is not None else nullcontext(trace.INVALID_SPAN) as span:
             error: BaseException | None = None
             try:
                 async with aclosing(behavior(request, context)) as responses:
@@ -120,12 +163,12 @@ def _streaming(
                 error = exc
                 raise
             finally:
-                _end(span, context, error, span_of)
+                _end(span, context, error, rpc, started)
     return traced
 
 
-def _end(span: trace.Span, context: grpc.aio.ServicerContext, error: BaseException | None,
-         rpc: _SpanStarter) -> None:
+def _end(span: trace.Span, context: grpc.aio.ServicerContext, error: BaseException | None, rpc: _Rpc,
+         started: float) -> None:
     """Record the RPC's final code: the one the handler set or aborted with, else what gRPC will send."""
     code = context.code()
     if code is None:
@@ -135,7 +178,7 @@ def _end(span: trace.Span, context: grpc.aio.ServicerContext, error: BaseExcepti
             code = grpc.StatusCode.CANCELLED
         else:
             code = grpc.StatusCode.UNKNOWN  # what grpc answers for an exception a handler let escape
-    rpc.metrics.observe_rpc(rpc.name, code.name, time.perf_counter() - rpc.started)
+    rpc.metrics.observe_rpc(rpc.name, code.name, time.perf_counter() - started)
     if not span.is_recording():
         return
     span.set_attribute("rpc.grpc.status_code", code.value[0])

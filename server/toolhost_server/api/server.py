@@ -15,7 +15,7 @@ from ..app import Toolhost
 from ..config import Config
 from .log_service import LOG_SERVICE_NAME, LogService
 from .remote_client import GrpcRemoteCaller
-from .rpc_observer import RpcObserver
+from .rpc_observer import ObservedRegistration, RpcObserver
 from .tls import server_credentials
 from .tool_service import SERVICE_NAME, ToolService
 
@@ -63,10 +63,10 @@ class GrpcServer:
             ]
         # Metrics for every RPC; a span too when tracing is on.
         tracer = toolhost.tracing.tracer if toolhost.tracing.enabled else None
-        interceptors = [RpcObserver(tracer, toolhost.metrics)]
-        self.server = grpc.aio.server(options=options, interceptors=interceptors)
-        tool_service_pb2_grpc.add_ToolServiceServicer_to_server(ToolService(toolhost), self.server)
-        log_service_pb2_grpc.add_LogServiceServicer_to_server(LogService(toolhost), self.server)
+        self.server = grpc.aio.server(options=options)
+        observed = ObservedRegistration(self.server, RpcObserver(tracer, toolhost.metrics))
+        observed.add(tool_service_pb2_grpc.add_ToolServiceServicer_to_server, ToolService(toolhost))
+        observed.add(log_service_pb2_grpc.add_LogServiceServicer_to_server, LogService(toolhost))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(

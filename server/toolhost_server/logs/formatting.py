@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from typing import TextIO
 
-from .record import exception_text, extra_fields, format_time, level_of_number
+from .record import STANDARD_ATTRIBUTES, exception_text, extra_fields, format_time, json_safe, level_of_number
 from .trace_context import trace_ids_of
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -39,10 +39,18 @@ class JsonLogFormatter(logging.Formatter):
         exception = exception_text(record)
         if exception:
             entry["exception"] = exception
-        for name, value in extra_fields(record).items():
-            entry.setdefault(name, value)
+        for name, value in vars(record).items():
+            if name not in STANDARD_ATTRIBUTES and name[0] != "_":
+                entry.setdefault(name, value)
         # ensure_ascii off keeps non-English messages readable; a newline in a message is escaped either way.
-        return json.dumps(entry, ensure_ascii=False, default=str)
+        try:
+            # json handles the plain values of nearly every record itself, and calls json_safe for the rest
+            # (dates, sets): cheaper than walking every extra field first.
+            return json.dumps(entry, ensure_ascii=False, default=json_safe)
+        except (TypeError, ValueError):
+            # Keys json refuses (a tuple, say): the walk turns them into text.
+            entry.update((name, value) for name, value in extra_fields(record).items() if name not in CORE_KEYS)
+            return json.dumps(entry, ensure_ascii=False, default=str)
 
 
 def default_log_format(stream: TextIO | None = None) -> str:

@@ -16,9 +16,46 @@ from ..sanitize import LearningRedactor, RedactingLogFilter, Redactor
 from .query import LogQuery, ReadResult
 from .reader import LogReader
 from .record import LogRecord, from_logging_record
+from .trace_context import trace_ids_of
 
 MEMORY_SOURCE = "memory"
 DEFAULT_CAPACITY = 10_000
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+class _Held:
+    """A ring entry: the stdlib record until someone reads the ring, then the LogRecord made from it.
+
+    Converting costs more than the rest of a log line and most lines are never read (the ring turns over every
+    few thousand calls), so it waits for the first read. What the conversion needs from the emitting thread,
+    the current span's ids, is taken at once.
+    """
+
+    __slots__ = ("converted", "position", "span_id", "stdlib", "trace_id")
+
+    def __init__(self, stdlib: logging.LogRecord, position: tuple[int, ...]) -> None:
+        self.stdlib: logging.LogRecord | None = stdlib
+        self.trace_id, self.span_id = trace_ids_of(stdlib)
+        self.position = position
+        self.converted: LogRecord | None = None
+
+    def record(self) -> LogRecord:
+        if self.converted is None:
+            assert self.stdlib is not None
+            self.converted = from_logging_record(self.stdlib, MEMORY_SOURCE, self.position,
+                                                 (self.trace_id, self.span_id))
+            self.stdlib = None
+        return self.converted
+
+
+def _holds_nothing_else(record: logging.LogRecord) -> bool:
+    """Whether keeping `record` keeps nothing alive but itself: no traceback (its frames hold every local of
+    the failing code) and message arguments that are plain values."""
+    args = record.args
+    return record.exc_info is None and (not args or (isinstance(args, tuple) and all(
+        isinstance(arg, _SCALARS) for arg in args)))
 
 
 class MemoryRingHandler(logging.Handler):
@@ -26,7 +63,7 @@ class MemoryRingHandler(logging.Handler):
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         super().__init__()
-        self._records: deque[LogRecord] = deque(maxlen=capacity)
+        self._records: deque[_Held] = deque(maxlen=capacity)
         self._sequence = itertools.count()
         self._ring_lock = threading.Lock()
 
@@ -41,7 +78,9 @@ class MemoryRingHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            entry = from_logging_record(record, MEMORY_SOURCE, (next(self._sequence),))
+            entry = _Held(record, (next(self._sequence),))
+            if not _holds_nothing_else(record):
+                entry.record()
         except Exception:
             self.handleError(record)
             return
@@ -51,12 +90,12 @@ class MemoryRingHandler(logging.Handler):
     def records(self) -> list[LogRecord]:
         """A copy of the ring, oldest first."""
         with self._ring_lock:
-            return list(self._records)
+            return [entry.record() for entry in self._records]
 
     def oldest_time(self) -> datetime | None:
         """The time of the oldest record still held: the ring is complete from there on."""
         with self._ring_lock:
-            return self._records[0].time if self._records else None
+            return self._records[0].record().time if self._records else None
 
 
 class MemoryLogReader(LogReader):

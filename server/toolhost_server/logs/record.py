@@ -22,6 +22,9 @@ STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, N
     "message", "asctime", "taskName", "trace_id", "span_id"}
 
 SortKey = tuple[datetime, str, tuple[int, ...]]
+# Every log line asks: the usual numbers without a search.
+_STANDARD_LEVELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING",
+                    logging.ERROR: "ERROR", logging.CRITICAL: "CRITICAL"}
 
 
 def normalize_level(name: str) -> str:
@@ -38,6 +41,9 @@ def level_rank(level: str) -> int:
 
 def level_of_number(levelno: int) -> str:
     """The stdlib's numeric level (10, 20, ... or custom ones in between) as one of LEVELS."""
+    known = _STANDARD_LEVELS.get(levelno)
+    if known is not None:
+        return known
     for name in reversed(LEVELS):
         if levelno >= logging.getLevelName(name):
             return name
@@ -112,9 +118,11 @@ def exception_text(record: logging.LogRecord) -> str:
     return text
 
 
-def from_logging_record(record: logging.LogRecord, source: str, position: tuple[int, ...]) -> LogRecord:
-    """A LogRecord from a stdlib record, in the thread that emitted it (where its span is current)."""
-    trace_id, span_id = trace_ids_of(record)
+def from_logging_record(record: logging.LogRecord, source: str, position: tuple[int, ...],
+                        trace_ids: tuple[str, str] | None = None) -> LogRecord:
+    """A LogRecord from a stdlib record, in the thread that emitted it (where its span is current), or
+    elsewhere given the `trace_ids` taken there."""
+    trace_id, span_id = trace_ids if trace_ids is not None else trace_ids_of(record)
     fields = extra_fields(record)
     exception = exception_text(record)
     if exception:

@@ -1,7 +1,8 @@
 """Running one command for a tool call: a minimal environment, captured output, and nothing left behind.
 
 Shared by the process and script runners. The child runs in its own session (start_new_session) with stdin
-from /dev/null, in the configured directory or a private temporary one that is removed afterwards. Whatever
+from /dev/null, in the configured directory or a private temporary one that is gone from its path when the call
+returns (and removed just after, off the call's path: see process_dirs). Whatever
 ends the call (exit, timeout, the caller going away) every process it started is stopped before `run_command`
 returns or lets the cancellation through; then the zombies that earlier calls' daemons left are reaped.
 """
@@ -14,10 +15,8 @@ import errno
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
-import tempfile
 from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -28,6 +27,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from ..call_events import CallEvents
 from ..errors import FieldViolation, InvalidArgumentsError
 from .base import RunnerSettings, RunOutcome, ToolFailure
+from .process_dirs import discard_call_dir, make_call_dir
 from .process_output import CaptureProtocol
 from .process_reaper import become_child_subreaper, spawned_leaders, spawning, sweep_strays
 from .process_table import CALL_MARKER_VARIABLE
@@ -92,7 +92,7 @@ async def run_command(
     become_child_subreaper()
     call_dir = None
     if command.cwd is None or command.script is not None:
-        call_dir = tempfile.mkdtemp(prefix="toolhost-call-")
+        call_dir = make_call_dir()
     try:
         argv = command.argv
         if command.script is not None:
@@ -110,7 +110,7 @@ async def run_command(
             return await _spawn_and_wait(command, argv, env, command.cwd or call_dir, settings, events, span)
     finally:
         if call_dir is not None:
-            await _remove_call_dir(call_dir, command.script is not None)
+            await discard_call_dir(call_dir, (SCRIPT_FILE_NAME,) if command.script is not None else ())
 
 
 def _owned_paths(call_dir: str, has_script: bool) -> list[str]:
@@ -131,16 +131,6 @@ def _write_script(call_dir: str, script: bytes) -> str:
     with open(descriptor, "wb") as handle:
         handle.write(script)
     return path
-
-
-async def _remove_call_dir(call_dir: str, has_script: bool) -> None:
-    try:
-        if has_script:
-            os.unlink(os.path.join(call_dir, SCRIPT_FILE_NAME))
-        os.rmdir(call_dir)
-    except OSError:
-        # The tool left files behind: removing a tree of unknown size must not stall the event loop.
-        await asyncio.to_thread(shutil.rmtree, call_dir, True)
 
 
 async def _spawn_and_wait(
@@ -198,7 +188,10 @@ async def _spawn_and_wait(
     finally:
         # Not finished here: the wait was cut short (timeout, cancellation) and the server stops the process.
         stopped = not protocol.finished.done()
-        await _uncancellable(_release(transport, protocol, tree, settings.kill_grace_seconds))
+        if stopped:
+            await _uncancellable(_release(transport, protocol, tree, settings.kill_grace_seconds))
+        else:  # nothing to wait for: no task, no loop iteration
+            _close(transport, protocol)
         _record_process(span, protocol, transport.get_returncode(), stopped)
     return _outcome(command, protocol, transport.get_returncode())
 
@@ -241,10 +234,15 @@ async def _release(
             if not protocol.exited.done():
                 logger.error("process %s of tool call did not exit after SIGKILL", tree.leader)
     finally:
-        if protocol.exited.done():
-            spawned_leaders.discard(transport.get_pid())
-        transport.close()
-        sweep_strays()
+        _close(transport, protocol)
+
+
+def _close(transport: asyncio.SubprocessTransport, protocol: CaptureProtocol) -> None:
+    """Free the pipes and reap the zombies of earlier calls' daemons."""
+    if protocol.exited.done():
+        spawned_leaders.discard(transport.get_pid())
+    transport.close()
+    sweep_strays()
 
 
 async def _uncancellable(cleanup: Coroutine[Any, Any, None]) -> None:

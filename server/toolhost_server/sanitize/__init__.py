@@ -22,13 +22,14 @@ from .base import REDACTED, RedactionResult, Sanitizer, SanitizerSettings, Span
 from .keys import SecretKeyRule, split_words
 from .known_values import MIN_KNOWN_VALUE_LENGTH, check_known_value
 from .learning import LearningRedactor
-from .log_filter import RedactingLogFilter
+from .log_filter import REDACTED_BY, RedactingLogFilter
 from .redactor import Redactor
 from .streaming import StreamRedactor
 
 __all__ = [
     "MIN_KNOWN_VALUE_LENGTH",
     "REDACTED",
+    "REDACTED_BY",
     "LearningRedactor",
     "RedactingLogFilter",
     "RedactionResult",

@@ -10,7 +10,16 @@ from typing import Any
 from .base import REDACTED, RedactionResult, Sanitizer, SanitizerSettings, Span
 from .discovery import sanitizer_classes
 from .keys import SecretKeyRule
-from .structure import LazySecretKeys, LazyStrings, fold, json_text, rebuild, strings_with_triggers
+from .structure import (
+    LazySecretKeys,
+    LazyStrings,
+    fold,
+    gather,
+    json_text,
+    rebuild,
+    strings_with_triggers,
+    strings_with_triggers_in,
+)
 
 # The characters tokens, keys, passwords in URLs and their base64 or percent-encoded forms are made of.
 _TRAILING_TOKEN = re.compile(r"[A-Za-z0-9+/=_.~%-]*\Z")
@@ -33,7 +42,8 @@ class Redactor:
     (at construction, or from `with_values`). Thread-safe: nothing changes after construction.
     """
 
-    __slots__ = ("_exact", "_folded", "_json_exact", "_json_folded", "_rule", "_sanitizers", "longest_trigger")
+    __slots__ = ("_exact", "_folded", "_folded_all", "_json_exact", "_json_folded", "_rule", "_sanitizers",
+                 "longest_trigger")
 
     def __init__(self, extra_secret_keys: Iterable[str] = (), known_values: Iterable[str] = ()) -> None:
         rule = SecretKeyRule(_many(extra_secret_keys, "extra_secret_keys"))
@@ -45,10 +55,11 @@ class Redactor:
         self._sanitizers = sanitizers
         self._exact = tuple(dict.fromkeys(t for s in sanitizers for t in s.exact_triggers))
         self._folded = tuple(dict.fromkeys(t for s in sanitizers for t in s.folded_triggers))
-        # In a structure's JSON text, strings appear escaped; and secret keys must be found too.
+        # In a structure, secret keys must be found too.
+        self._folded_all = tuple(dict.fromkeys((*self._folded, *rule.trigger_words)))
+        # In a structure's JSON text (the fallback of redact_value), strings appear escaped.
         self._json_exact = tuple(dict.fromkeys(json.dumps(t, ensure_ascii=False)[1:-1] for t in self._exact))
-        self._json_folded = tuple(dict.fromkeys(
-            json.dumps(t, ensure_ascii=False)[1:-1] for t in (*self._folded, *rule.trigger_words)))
+        self._json_folded = tuple(dict.fromkeys(json.dumps(t, ensure_ascii=False)[1:-1] for t in self._folded_all))
         self.longest_trigger = max(map(len, self._exact), default=0)
         """The length of the longest literal secret (known value form) this redactor looks for."""
 
@@ -109,11 +120,31 @@ class Redactor:
             return self.redact_text(value)
         if not isinstance(value, dict | list | tuple):
             return RedactionResult(value, False)
+        found = gather(value)
+        candidates = strings_with_triggers_in(found.strings, self._exact, self._folded_all)
+        if candidates is None:
+            return self._redact_value_as_json(value)
+        replacements, secret_keys = self._check(candidates)
+        if not replacements and not secret_keys:
+            return RedactionResult(value, False)
+        new = rebuild(value, replacements, secret_keys, found.holders(replacements.keys() | secret_keys))
+        return RedactionResult(new, new is not value)
+
+    def _redact_value_as_json(self, value: Any) -> RedactionResult[Any]:
+        """redact_value the older way, for strings `strings_with_triggers_in` cannot join: by the JSON text."""
         text = json_text(value)
         candidates = None if text is None else strings_with_triggers(text, self._json_exact, self._json_folded)
         if candidates is None:
             new = rebuild(value, LazyStrings(self._redact_string), LazySecretKeys(self._rule.is_secret))
             return RedactionResult(new, new is not value)
+        replacements, secret_keys = self._check(candidates)
+        if not replacements and not secret_keys:
+            return RedactionResult(value, False)
+        new = rebuild(value, replacements, secret_keys)
+        return RedactionResult(new, new is not value)
+
+    def _check(self, candidates: Iterable[str]) -> tuple[dict[str, str], set[str]]:
+        """Of the strings that hold a trigger: their redacted forms where they differ, and the secret names."""
         replacements: dict[str, str] = {}
         secret_keys: set[str] = set()
         for string in candidates:
@@ -122,10 +153,7 @@ class Redactor:
             redacted = self._redact_string(string)
             if redacted is not string:
                 replacements[string] = redacted
-        if not replacements and not secret_keys:
-            return RedactionResult(value, False)
-        new = rebuild(value, replacements, secret_keys)
-        return RedactionResult(new, new is not value)
+        return replacements, secret_keys
 
     def _redact_string(self, text: str) -> str:
         spans = self.find_spans(text)

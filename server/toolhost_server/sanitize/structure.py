@@ -1,23 +1,35 @@
 """Redaction of JSON-like structures (dicts, lists, tuples of strings, numbers, booleans, None).
 
-Walking a big structure string by string in Python is slow, and most structures hold no secret. So the
-structure is first serialised with `json.dumps` (C speed) and the triggers of every sanitizer and of the
-key rule are looked for in that text with `str.find`. No trigger: the input is returned as it is. Else
-only the JSON strings that contain a trigger are decoded and checked, and the structure is rebuilt with
-those strings replaced and the values of secret keys hidden; containers with nothing to change inside
-are shared with the input, never copied or mutated.
+Checking a big structure string by string in Python is slow, and most structures hold no secret. So one walk
+(`gather`) lists every string of the structure (keys and values) and where it sits; the distinct strings are
+joined into one text, and the triggers of every sanitizer and of the key rule are looked for in that text
+with `str.find` (C speed, and each repeated key is searched once, not once per record). No trigger: the input
+is returned as it is. Else only the strings that contain a trigger are checked, and only the containers that
+hold one of those that changed, or a secret key, are rebuilt (with those strings replaced and the values of
+secret keys hidden); everything else is shared with the input, never copied or mutated.
+
+Where the joined text cannot stand for the strings (a string holds the NUL separator, or lowercasing changes
+a length), the older scheme is used: the structure is serialised with `json.dumps` and the JSON strings around
+each trigger are decoded (`strings_with_triggers`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Container, Iterable, Mapping
+from bisect import bisect_right
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .base import REDACTED
 
 _SCALARS = frozenset({int, float, bool, type(None)})
+_CONTAINERS = frozenset({dict, list, tuple})
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+# Joins the distinct strings of a structure into one text to search; a string that holds it is not joined.
+_SEPARATOR = "\0"
+# Strings looked at together when finding where the few changed ones sit (Gathered.holders).
+_RUN = 256
 
 
 def fold(text: str) -> str:
@@ -25,6 +37,114 @@ def fold(text: str) -> str:
     folded = text.lower()
     # A few non-ASCII letters lowercase to two characters; positions must still line up.
     return folded if len(folded) == len(text) else text.translate(_ASCII_LOWER)
+
+
+@dataclass(slots=True)
+class Gathered:
+    """Every string of a structure and the container it sits in, from one walk (`gather`).
+
+    `containers` lists the dicts, lists and tuples breadth first, the root first; a container met twice
+    (shared) is listed twice. `strings` holds the keys of each dict (whatever their type) and the string
+    values and items of each container, container by container: `containers[i]`'s own entries are
+    `strings[starts[i]:starts[i + 1]]` (to the end for the last). `parents[i]` is the index of the container
+    that holds `containers[i]` (-1 for the root).
+    """
+
+    strings: list[Any] = field(default_factory=list)
+    containers: list[Any] = field(default_factory=list)
+    starts: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+
+    def holders(self, hits: Collection[Any]) -> set[int]:
+        """The ids of the containers that hold one of `hits` (as a key, a value or an item), at any depth."""
+        marked: set[int] = set()
+        starts, parents = self.starts, self.parents
+        for position in self._positions(hits):
+            index = bisect_right(starts, position) - 1
+            while index >= 0 and index not in marked:
+                marked.add(index)
+                index = parents[index]
+        return {id(self.containers[index]) for index in marked}
+
+    def _positions(self, hits: Collection[Any]) -> list[int]:
+        """Where `hits` occur in `strings`. Hits are few: runs of strings without any are skipped at C speed."""
+        if not hits:
+            return []
+        found = []
+        strings = self.strings
+        disjoint = frozenset(hits).isdisjoint
+        for low in range(0, len(strings), _RUN):
+            run = strings[low:low + _RUN]
+            if not disjoint(run):
+                found += [low + offset for offset, string in enumerate(run) if string in hits]
+        return found
+
+
+def gather(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> Gathered:
+    """Walk `value` (dicts, lists and tuples, also subclasses) breadth first and list its strings; see
+    `Gathered`. Objects of other types (sets, bytes, anything else) are not looked into, as `rebuild` does not
+    look into them either.
+    """
+    found = Gathered(containers=[value], parents=[-1])
+    strings, containers, starts, parents = found.strings, found.containers, found.starts, found.parents
+    add, extend, start, push, parent = strings.append, strings.extend, starts.append, containers.append, parents.append
+    scalars, plain = _SCALARS, _CONTAINERS
+    # One loop, no call per container: `containers` grows behind the loop as containers are found inside.
+    for index, container in enumerate(containers):
+        start(len(strings))
+        if type(container) is dict or isinstance(container, dict):
+            extend(container)
+            items: Iterable[Any] = container.values()
+        else:
+            items = container
+        for item in items:
+            kind = type(item)
+            if kind is str:
+                add(item)
+            elif kind in scalars:
+                continue
+            elif kind in plain or isinstance(item, dict | list | tuple):
+                push(item)
+                parent(index)
+            elif isinstance(item, str):
+                add(item)
+    return found
+
+
+def strings_with_triggers_in(strings: Iterable[Any], exact: Iterable[str], folded: Iterable[str]) -> set[str] | None:
+    """The distinct strings among `strings` that contain a trigger: an `exact` one as it is, a `folded` one
+    (lowercase) in the string folded (see `fold`). Items that are no strings are ignored.
+
+    The distinct strings are joined with NUL into one text, searched once per trigger. None when that text
+    cannot stand for the strings: one of them holds a NUL, or lowercasing changes a length (the caller then
+    uses `strings_with_triggers` on the structure's JSON text).
+    """
+    distinct = set(strings)
+    try:
+        text = _SEPARATOR.join(distinct)
+    except TypeError:  # dict keys that are no strings
+        distinct = {string for string in distinct if isinstance(string, str)}
+        text = _SEPARATOR.join(distinct)
+    if not distinct:
+        return set()
+    lowered = text.lower()
+    if text.count(_SEPARATOR) != len(distinct) - 1 or len(lowered) != len(text):
+        return None
+    found: set[str] = set()
+    for haystack, needles in ((text, exact), (lowered, folded)):
+        for needle in needles:
+            at = haystack.find(needle)
+            while at >= 0:
+                # A NUL occurs in no string, so the nearest ones around a match delimit its string (a needle
+                # holding a NUL matches across strings only: the string where it starts is checked in vain).
+                start = text.rfind(_SEPARATOR, 0, at) + 1
+                end = text.find(_SEPARATOR, at)
+                if end < 0:
+                    found.add(text[start:])
+                    break
+                found.add(text[start:end])
+                at = haystack.find(needle, end + 1)
+    return found
 
 
 def json_text(value: Any) -> str | None:
@@ -126,12 +246,14 @@ def _escaped(text: str, quote: int) -> bool:
     return backslashes % 2 == 1
 
 
-def rebuild(value: Any, strings: Mapping[str, str], secret_keys: Container[Any]) -> Any:
+def rebuild(value: Any, strings: Mapping[str, str], secret_keys: Container[Any],
+            holders: Container[int] | None = None) -> Any:
     """`value` with every string `s` replaced by `strings.get(s, s)` and the value of each secret key hidden.
 
     A container whose contents all come back identical is returned itself; changed dicts, lists and
     tuples are copied as plain dict, list and tuple. Objects other than those and strings are returned
-    as they are.
+    as they are. With `holders` (ids, see `Gathered.holders`), a container whose id is not in it is known
+    to hold nothing to change and is returned without a look inside.
     """
     lookup = strings.get
 
@@ -140,6 +262,8 @@ def rebuild(value: Any, strings: Mapping[str, str], secret_keys: Container[Any])
     def walk(value: Any) -> Any:
         if isinstance(value, str):
             return lookup(value, value)
+        if holders is not None and id(value) not in holders:
+            return value
         if isinstance(value, dict):
             return walk_dict(value)
         if isinstance(value, list | tuple):
@@ -156,7 +280,7 @@ def rebuild(value: Any, strings: Mapping[str, str], secret_keys: Container[Any])
                 kind = type(item)
                 if kind is str:
                     new_item = lookup(item, item)
-                elif kind in _SCALARS:
+                elif kind in _SCALARS or (kind in _CONTAINERS and holders is not None and id(item) not in holders):
                     new_item = item
                 else:
                     new_item = walk(item)
@@ -180,7 +304,7 @@ def rebuild(value: Any, strings: Mapping[str, str], secret_keys: Container[Any])
             kind = type(item)
             if kind is str:
                 new_item = lookup(item, item)
-            elif kind in _SCALARS:
+            elif kind in _SCALARS or (kind in _CONTAINERS and holders is not None and id(item) not in holders):
                 continue
             else:
                 new_item = walk(item)

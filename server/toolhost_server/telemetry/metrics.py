@@ -5,13 +5,15 @@ servers in one process (the tests) count separately, and `/metrics` shows exactl
 
     metrics = ToolhostMetrics()
     metrics.observe_reload(report)                         # after each reload
-    metrics.in_flight.labels(tool).inc() / .dec()          # as calls are admitted and released
+    metrics.call_started(tool) / metrics.call_released(tool)   # as calls are admitted and released
     metrics.call_finished(tool, outcome, seconds, truncated, redacted)
     metrics.observe_rpc(method, code, seconds)             # from the gRPC layer
     metrics.render()                                       # the text exposition format, for /metrics
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -52,6 +54,22 @@ class ToolhostMetrics:
         self.rpc_seconds = Histogram("toolhost_rpc_duration_seconds",
                                      "How long gRPC requests took, by method and status code", ["method", "code"],
                                      buckets=_RPC_BUCKETS, registry=registry)
+        # Labelled children by label values: prometheus_client's labels() validates and locks on every lookup,
+        # which cost more than the rest of a call's metrics. Tools and RPC codes are few; the maps stay small.
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (id(metric), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
+    def call_started(self, tool: str) -> None:
+        self._child(self.in_flight, tool).inc()
+
+    def call_released(self, tool: str) -> None:
+        self._child(self.in_flight, tool).dec()
 
     def observe_reload(self, report: ReloadReport) -> None:
         self.reloads.inc()
@@ -63,16 +81,16 @@ class ToolhostMetrics:
 
     def call_finished(self, tool: str, outcome: str, seconds: float, truncated: bool, redacted: bool) -> None:
         """One call of a served tool ended: `outcome` is OK, the tool's error code or the refusal's reason."""
-        self.calls.labels(tool, outcome).inc()
-        self.call_seconds.labels(tool).observe(seconds)
+        self._child(self.calls, tool, outcome).inc()
+        self._child(self.call_seconds, tool).observe(seconds)
         if truncated:
-            self.truncations.labels(tool).inc()
+            self._child(self.truncations, tool).inc()
         if redacted:
-            self.redactions.labels(tool).inc()
+            self._child(self.redactions, tool).inc()
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
-        self.rpcs.labels(method, code).inc()
-        self.rpc_seconds.labels(method, code).observe(seconds)
+        self._child(self.rpcs, method, code).inc()
+        self._child(self.rpc_seconds, method, code).observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
