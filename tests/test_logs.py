@@ -8,6 +8,7 @@ import io
 import json
 import logging
 import os
+import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from toolhost_server.errors import InvalidPageTokenError, InvalidRequestError
+from toolhost_server.logs.buffered_stream import BufferedStreamHandler
 from toolhost_server.logs.database import INSTANCE, DatabaseLogHandler, DatabaseLogReader
 from toolhost_server.logs.file_reader import FileLogReader
 from toolhost_server.logs.formatting import JsonLogFormatter, default_log_format
@@ -92,11 +94,40 @@ def test_configured_json_logging_redacts_before_formatting(capsys):
     try:
         configure_logging("INFO", Redactor(), log_format="json")
         logging.getLogger("test.logs.redact").info("connecting with password=hunter2-secret-value")
+        for handler in root.handlers:
+            handler.flush()  # the stderr handler writes in batches
     finally:
         root.handlers[:] = saved_handlers
         root.setLevel(saved_level)
     [line] = [json.loads(line) for line in capsys.readouterr().err.splitlines() if "connecting" in line]
     assert "hunter2" not in line["message"] and "[REDACTED]" in line["message"]
+
+
+def test_the_stderr_handler_writes_in_batches_and_warnings_at_once():
+    stream = io.StringIO()
+    handler = BufferedStreamHandler(stream, flush_seconds=0.2)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logger = logging.getLogger("test.logs.buffered")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        logger.info("first")
+        logger.info("second")
+        assert stream.getvalue() == ""  # waiting for the writer thread
+        logger.warning("trouble")  # written before emit returns, after what waited
+        assert stream.getvalue() == "INFO first\nINFO second\nWARNING trouble\n"
+        logger.info("third")
+        deadline = time.monotonic() + 5
+        while "third" not in stream.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert stream.getvalue().endswith("INFO third\n")
+        logger.info("last")
+        handler.close()  # what logging.shutdown does at exit
+        assert stream.getvalue().endswith("INFO last\n")
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
 
 
 # --- the memory ring ----------------------------------------------------------------------------------------

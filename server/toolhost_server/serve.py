@@ -20,6 +20,7 @@ import sys
 from .api.server import GrpcServer, create_toolhost
 from .auth import AuthFileError, UnsafeExposureError, check_exposure
 from .config import Config
+from .logs.buffered_stream import BufferedStreamHandler
 from .logs.formatting import make_formatter
 from .logs.memory import MemoryRingHandler
 from .sanitize import LearningRedactor, RedactingLogFilter, Redactor
@@ -39,15 +40,15 @@ def configure_logging(
     record passes the redactor first, so a secret that reaches a log line (a tool's own logger, an exception
     message) is replaced before it is formatted."""
     root = logging.getLogger()
-    # basicConfig(force=True) removes every root handler: the log inspector's ring goes back on afterwards.
-    kept = [handler for handler in root.handlers if isinstance(handler, MemoryRingHandler)]
-    logging.basicConfig(level=level, stream=sys.stderr, force=True)
-    log_filter = RedactingLogFilter(redactor or Redactor())
-    for handler in root.handlers:
-        handler.addFilter(log_filter)
-        handler.setFormatter(make_formatter(log_format))
-    for handler in kept:
-        root.addHandler(handler)
+    # Every handler but the log inspector's ring is replaced (closing a stderr handler writes what it holds).
+    for old in [handler for handler in root.handlers if not isinstance(handler, MemoryRingHandler)]:
+        root.removeHandler(old)
+        old.close()
+    root.setLevel(level)
+    handler = BufferedStreamHandler(sys.stderr)
+    handler.addFilter(RedactingLogFilter(redactor or Redactor()))
+    handler.setFormatter(make_formatter(log_format))
+    root.addHandler(handler)
 
 
 def harden_process() -> None:

@@ -37,7 +37,7 @@ class ServerLogs:
         self.inspector = LogInspector(readers)
 
     def start(self) -> None:
-        # Again: logging.basicConfig(force=True) (serve.configure_logging) may have taken the ring off.
+        # Again: something may have taken the ring off the root logger since (logging.basicConfig(force=True) does).
         install_memory_ring(self._config.log_memory_records, self._redactor)
         if self.database_handler is not None:
             self.database_handler.start()
