@@ -68,8 +68,9 @@ test-ts: venv $(PROTOC_GEN_ES)
 test-go: venv
 	cd clients/go && go vet ./... && go test -count=1 ./...
 
-# The benchmarks' own dependencies (the MCP SDK they compare against, matplotlib, profilers) and ghz, the gRPC
-# load generator, pinned here: its module pins an old grpc-go that does not belong in tools/go.mod.
+# The benchmarks' own dependencies (the MCP SDK they compare against with uvicorn's fastest parser and loop,
+# matplotlib, profilers) and ghz, the gRPC load generator, pinned here: its module pins an old grpc-go that does
+# not belong in tools/go.mod.
 BENCH_STAMP := $(VENV)/.bench-installed
 GHZ_VERSION := v0.93.0
 # The file name carries the version, so changing GHZ_VERSION installs the new one.
@@ -83,10 +84,18 @@ $(GHZ):
 	GOBIN=$(TOOLS_BIN) go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
 	mv $(TOOLS_BIN)/ghz $@
 
+# hey, the HTTP load generator that drives the MCP SDK's server (bench/mcp_compare.py), pinned the same way.
+HEY_VERSION := v0.1.4
+HEY := $(TOOLS_BIN)/hey-$(HEY_VERSION)
+
+$(HEY):
+	GOBIN=$(TOOLS_BIN) go install github.com/rakyll/hey@$(HEY_VERSION)
+	mv $(TOOLS_BIN)/hey $@
+
 # Every figure of docs/benchmarks.md, written with bench/results/latest.json. BENCH_ARGS="--only call_path"
-# runs one group; "--quick" a short smoke run.
-bench: $(BENCH_STAMP) $(GHZ)
-	GHZ=$(GHZ) $(BIN)/python -m bench.run $(BENCH_ARGS)
+# runs one group (see bench/run.py); "--quick" a short smoke run into bench/results/quick.json.
+bench: $(BENCH_STAMP) $(GHZ) $(HEY)
+	GHZ=$(GHZ) HEY=$(HEY) $(BIN)/python -m bench.run $(BENCH_ARGS)
 
 # Generated Python goes next to the hand-written client; see clients/python/src/toolhost/v1. $(1) is the root
 # of the tree to write (the repository, or a scratch copy for check-generated).

@@ -63,7 +63,19 @@ class RpcObserver:
                 grpc.unary_unary_rpc_method_handler
             wrapped = _unary(behavior, rpc)
         return factory(wrapped, request_deserializer=handler.request_deserializer,
-                       response_serializer=handler.response_serializer)
+                       response_serializer=_passing_bytes(handler.response_serializer))
+
+
+def _passing_bytes(serialize: Callable[[Any], bytes] | None) -> Callable[[Any], bytes] | None:
+    """The response serializer, except that a handler may return its response already serialized (ListTools
+    sends pages it keeps serialized: parsing them into a message only for grpc to serialize it again cost
+    most of a large page's time)."""
+    if serialize is None:
+        return None
+
+    def serialize_unless_bytes(response: Any) -> bytes:
+        return response if isinstance(response, bytes) else serialize(response)
+    return serialize_unless_bytes
 
 
 class ObservedRegistration:

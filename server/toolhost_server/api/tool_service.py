@@ -45,15 +45,17 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
     @translate_errors
     async def ListTools(
         self, request: tool_service_pb2.ListToolsRequest, context: grpc.aio.ServicerContext
-    ) -> tool_service_pb2.ListToolsResponse:
+    ) -> bytes:
+        """The ListToolsResponse, serialized: its small fields, then the tools as kept serialized (in the wire
+        format, concatenated messages are one message with the repeated fields appended); the RPC observer's
+        serializer passes bytes through."""
         tool_filter = ToolFilter(request.platform, request.category, tuple(request.tags), request.provider)
         page = list_tools(self._toolhost.registry.snapshot, tool_filter, request.page_size, request.page_token,
                           self._caller(context))
-        response = tool_service_pb2.ListToolsResponse(
+        head = tool_service_pb2.ListToolsResponse(
             next_page_token=page.next_page_token, total_size=page.total_size, generation=page.generation)
         full = request.view == tool_pb2.TOOL_VIEW_FULL
-        response.MergeFromString(self._messages.page((t.spec for t in page.tools), full))
-        return response
+        return head.SerializeToString() + self._messages.page((t.spec for t in page.tools), full)
 
     @translate_errors
     async def GetTool(
