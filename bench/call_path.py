@@ -61,6 +61,7 @@ from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 COMMAND = 'make bench BENCH_ARGS="--only call_path"'
 QUICK_COMMAND = 'make bench BENCH_ARGS="--only call_path --quick"'
 BARE = "bare grpc.aio echo (bench/bare_server.py)"
+EXPORTED = 1.5  # seconds after which the spans of the calls so far have reached the receiver
 
 
 class SpanReceiver(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
@@ -106,8 +107,10 @@ class ReceiverThread:
 
 
 def tracing_env(receiver_port: int, sampler: str, ratio: str = "") -> dict[str, str]:
+    # A 1 s export delay (the SDK's default is 5 s) so that counting the spans that arrived needs short waits;
+    # under load the batch processor exports whenever 512 spans wait anyway.
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{receiver_port}", "OTEL_TRACES_SAMPLER": sampler,
-           "OTEL_EXPORTER_OTLP_INSECURE": "true"}
+           "OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_BSP_SCHEDULE_DELAY": "1000"}
     if ratio:
         env["OTEL_TRACES_SAMPLER_ARG"] = ratio
     return env
@@ -196,6 +199,7 @@ def run(quick: bool) -> list[Figure]:
             toolhosts.append(sampled)
             for target in (sampled, bare):  # connections, caches and lazily built paths warm before round one
                 target.load(8, seconds / 2)
+            time.sleep(EXPORTED)
             figures = []
             curve: dict[str, list[float]] = {"toolhost": [], "baseline": []}
             for concurrency in (8, 32):
@@ -206,6 +210,7 @@ def run(quick: bool) -> list[Figure]:
                     concurrency, rounds, seconds, Target.ratio_at_least(0.8),
                     "toolhost as configured by default plus OTEL_TRACES_SAMPLER=parentbased_traceidratio, "
                     "OTEL_TRACES_SAMPLER_ARG=0.1 and an OTLP/gRPC exporter to a receiver in the bench process.")
+                time.sleep(EXPORTED)
                 calls = sum(r.server_calls for r in runs["toolhost"])
                 figures.append(dataclasses.replace(figure, extra={
                     **figure.extra, "spans_received_per_call": round((receiver.receiver.spans - spans_before)
@@ -227,13 +232,14 @@ def run(quick: bool) -> list[Figure]:
             always = start_toolhost(root / "always", tracing_env(receiver.port, "always_on"), protoset)
             toolhosts.append(always)
             always.load(8, seconds / 2)
+            time.sleep(EXPORTED)
             spans_before = receiver.receiver.spans
             figure, runs = qps_figure(
                 "call_qps_8_all_sampled", "CallTool(echo) QPS, 8 in flight, every call traced and exported",
                 always, bare, 8, rounds, seconds, Target.ratio_at_least(0.65),
                 "OTEL_TRACES_SAMPLER=always_on, OTLP/gRPC exporter (batch processor) to a receiver in the bench "
                 "process; spans_received_per_call counts what arrived during the rounds.")
-            time.sleep(6)  # the batch processor exports every 5 s: let the rounds' last spans arrive
+            time.sleep(EXPORTED)
             calls = sum(r.server_calls for r in runs["toolhost"])
             figures.append(dataclasses.replace(figure, extra={
                 **figure.extra, "spans_received_per_call": round((receiver.receiver.spans - spans_before)

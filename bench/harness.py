@@ -273,7 +273,15 @@ def toolhost_argv(*args: str) -> list[str]:
 
 
 def quiet_env(**overrides: str) -> dict[str, str]:
-    """This environment without OTEL_* settings of the caller's, plus `overrides`."""
+    """This environment without OTEL_* settings of the caller's, plus `overrides`.
+
+    BENCH_SERVER_PATH, when set, is put first on the servers' PYTHONPATH: the way to measure another version of
+    the server with today's harness (a before/after), e.g. from `git archive <commit> server | tar -x -C /tmp/old`
+    and BENCH_SERVER_PATH=/tmp/old/server.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    other_server = os.environ.get("BENCH_SERVER_PATH")
+    if other_server:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [other_server, env.get("PYTHONPATH", "")]))
     env.update(overrides)
     return env

@@ -46,6 +46,8 @@ def machine() -> dict[str, Any]:
                                                                  * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "kernel": platform.release(), "python": platform.python_version(), "packages": versions,
         "ghz": Path(ghz).name if ghz else "", "commit": _commit(),
+        # Another server measured with this harness (a before/after run): see bench/harness.py quiet_env.
+        "server_path": os.environ.get("BENCH_SERVER_PATH", ""),
     }
 
 
@@ -90,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated groups: " + ", ".join(GROUPS))
     parser.add_argument("--quick", action="store_true", help="a short smoke run, written to results/quick.json")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md and the plot")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="where latest.json / quick.json go")
     args = parser.parse_args(argv)
     chosen = [name.strip() for name in args.only.split(",") if name.strip()] or list(GROUPS)
     unknown = sorted(set(chosen) - set(GROUPS))
@@ -98,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     results = [run_group(name, args.quick) for name in chosen]
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / ("quick.json" if args.quick else "latest.json")
+    args.results.mkdir(parents=True, exist_ok=True)
+    out = args.results / ("quick.json" if args.quick else "latest.json")
     previous = _previous_groups(out) if args.only else {}
     merged = {**previous, **{result["group"]: result for result in results}}
     document = {
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         "groups": [merged[name] for name in GROUPS if name in merged],
     }
     out.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    print(f"bench: wrote {out.relative_to(ROOT)}", file=sys.stderr)
+    print(f"bench: wrote {out}", file=sys.stderr)
     if not args.quick and not args.no_docs:
         plot = write_plot(document, ROOT / "docs" / "benchmarks.png")
         write_markdown(document, ROOT / "docs" / "benchmarks.md", plot)
