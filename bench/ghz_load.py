@@ -28,8 +28,9 @@ GHZ = os.environ.get("GHZ", str(ROOT / ".tools/bin/ghz-v0.93.0"))
 TEXT = "hello"
 ECHO_COUNTER = re.compile(r'^toolhost_tool_calls_total\{([^}]*)\} ([0-9.e+]+)$', re.MULTILINE)
 TOOLHOST_HTTP = re.compile(r"serving HTTP\b.* on 127\.0\.0\.1:(\d+)")
-# ghz ends a -z run by closing the connection under the calls still in flight; those (at most one per call in
-# flight) come back UNAVAILABLE "transport is closing" or CANCELLED. Any other status is a failure.
+# ghz ends a -z run by closing the connection under the calls still in flight; those come back UNAVAILABLE
+# "transport is closing" or CANCELLED, about one per call in flight (a few more were seen: calls starting as the
+# connection closes), so up to twice the concurrency is accepted. Any other status is a failure.
 CUT_SHORT = ("Unavailable", "Canceled")
 
 
@@ -124,7 +125,7 @@ class ToolhostTarget:
         unavailable = sum(codes.get(code, 0) for code in CUT_SHORT)
         server_ok = int(after.get("OK", 0) - before.get("OK", 0))
         server_bad = int(sum(after.values()) - sum(before.values())) - server_ok
-        if failures or unavailable > concurrency or server_bad or server_ok < ok or ok == 0:
+        if failures or unavailable > 2 * concurrency or server_bad or server_ok < ok or ok == 0:
             raise RuntimeError(f"toolhost echo calls failed: ghz {codes}, server outcomes {before} -> {after}")
         return Load(ok, wall, server_ok, cpu, loadgen_cpu)
 
@@ -152,6 +153,6 @@ class BareTarget:
         cpu = self.server.cpu_seconds() - cpu
         ok = codes.get("OK", 0)
         failures = sum(n for code, n in codes.items() if code not in ("OK", *CUT_SHORT))
-        if failures or ok == 0 or sum(codes.get(code, 0) for code in CUT_SHORT) > concurrency:
+        if failures or ok == 0 or sum(codes.get(code, 0) for code in CUT_SHORT) > 2 * concurrency:
             raise RuntimeError(f"bare echo calls failed: ghz {codes}")
         return Load(ok, wall, ok, cpu, loadgen_cpu)

@@ -42,6 +42,7 @@ from bench.ghz_load import (
     GHZ,
     TEXT,
     TOOLHOST_HTTP,
+    BareTarget,
     Load,
     ToolhostTarget,
     build_protoset,
@@ -145,7 +146,8 @@ def verify_once(toolhost: ToolhostTarget, mcp: Mcp) -> None:
         raise RuntimeError(f"MCP echo answered {result}")
 
 
-def _recording(runs: list[Load], side: ToolhostTarget | Mcp, concurrency: int, seconds: float) -> Callable[[], float]:
+def _recording(runs: list[Load], side: ToolhostTarget | BareTarget | Mcp, concurrency: int,
+               seconds: float) -> Callable[[], float]:
     """One round of `side` for `interleave`: returns its QPS and keeps the whole Load for the CPU figure."""
     def measure() -> float:
         runs.append(side.load(concurrency, seconds))
@@ -252,6 +254,27 @@ async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: 
                "mcp_server": mcp.server_description})
 
 
+def ceiling_figure(protoset: Path, mcp: Mcp, rounds: int, seconds: float) -> Figure:
+    """The bare grpc.aio echo server against the SDK: what any Python gRPC server can reach here, whatever it
+    does per call. If this ratio is below a target, the target is out of reach for toolhost on this stack."""
+    with ServerProcess([sys.executable, str(BENCH / "bare_server.py"), "10"], cwd=ROOT) as server:
+        bare = BareTarget(server, protoset)
+        bare.load(8, seconds / 4)
+        runs: dict[str, list[Load]] = {"bare": [], "mcp": []}
+        measured, baseline = interleave(rounds, _recording(runs["bare"], bare, 8, seconds),
+                                        _recording(runs["mcp"], mcp, 8, seconds))
+    cpu = {name: [round(r.cpu_us_per_call, 1) for r in rs] for name, rs in runs.items()}
+    return Figure.from_rounds(
+        key="mcp_ceiling_bare_qps_8", title="The ceiling: a bare grpc.aio echo server against the MCP SDK, 8 in "
+        "flight", unit="QPS", measured=measured, baseline=baseline, baseline_name=mcp.baseline_name, target=None,
+        command=COMMAND,
+        note=("bench/bare_server.py (grpc.aio, no toolhost logic) driven by ghz like toolhost: the most any Python "
+              "grpc.aio server reaches against the SDK here; server CPU per call of each in extra."),
+        extra={"server_cpu_us_per_call": cpu,
+               "cpu_ratio_median": round(statistics.median(b / m for b, m in zip(cpu["bare"], cpu["mcp"],
+                                                                                  strict=True)), 3)})
+
+
 def start_servers(root: Path) -> tuple[ServerProcess, ServerProcess]:
     """toolhost on the catalog in `root`, and the MCP server, started at once (startup is seconds of imports)."""
     with ThreadPoolExecutor(2) as pool:
@@ -294,6 +317,7 @@ def run(quick: bool) -> list[Figure]:
             mcp = Mcp(mcp_server, body)
             verify_once(toolhost, mcp)
             figures = call_figures(toolhost, mcp, rounds, seconds, concurrencies)
+            figures.append(ceiling_figure(root / "toolhost.protoset", mcp, rounds, seconds))
             figures.append(asyncio.run(list_figure(toolhost, mcp, rounds, 5 if quick else 20)))
     # A quick run's figures are reproduced by a quick run.
     return [dataclasses.replace(f, command=QUICK_COMMAND) for f in figures] if quick else figures
