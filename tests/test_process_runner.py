@@ -7,7 +7,9 @@ import dataclasses
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -24,7 +26,15 @@ from grpc_status import rpc_status
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.errors import InvalidArgumentsError
 from toolhost_server.model import Parameter, ToolSource, ToolSpec
-from toolhost_server.runners import Invocation, Runner, RunnerSettings, build_runner, process_table, process_tree
+from toolhost_server.runners import (
+    Invocation,
+    Runner,
+    RunnerSettings,
+    build_runner,
+    process_dirs,
+    process_table,
+    process_tree,
+)
 from toolhost_server.runners.process_launch import SAFE_PATH
 from toolhost_server.runners.process_output import CappedStream
 from toolhost_server.runners.process_reaper import spawned_leaders
@@ -226,6 +236,71 @@ async def test_the_child_gets_a_minimal_environment_and_a_fresh_directory(server
     assert first["cwd"] != second["cwd"] and env["HOME"] == first["cwd"]
     assert not any(map(os.path.lexists, (first["cwd"], second["cwd"])))
     assert first["stdin"] == ""
+
+
+LITTER = ("import os; os.makedirs('a/b'); open('a/b/f', 'w').write('x'); open('g', 'w').write('y'); "
+          "os.chmod('g', 0); print(os.getcwd())")
+
+
+def call_dirs_left(directory: Path) -> list[str]:
+    """What calls left in `directory`: anything but the spare the worker keeps ready."""
+    return [name for name in os.listdir(directory) if not name.startswith(process_dirs.SPARE_PREFIX)]
+
+
+async def test_a_call_directory_is_gone_when_the_call_returns_and_removed_with_its_contents(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", LITTER]})
+    outcome = await runner.run(Invocation(tool, {}, "call", 10))
+    assert outcome.failure is None, outcome.failure
+    cwd = outcome.output.strip()
+    assert os.path.dirname(cwd) == str(tmp_path) and os.path.basename(cwd).startswith("toolhost-call-")
+    # Out of sight at once (renamed); removed, with what the tool left, by the worker just after.
+    assert not os.path.lexists(cwd)
+    await eventually(lambda: not call_dirs_left(tmp_path))
+
+
+async def test_a_call_directory_that_cannot_be_renamed_is_removed_before_the_call_returns(tmp_path, monkeypatch):
+    def refuse(*args: Any) -> None:
+        raise PermissionError("rename refused")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(process_dirs.os, "rename", refuse)
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", LITTER]})
+    outcome = await runner.run(Invocation(tool, {}, "call", 10))
+    assert outcome.failure is None, outcome.failure
+    assert call_dirs_left(tmp_path) == []
+
+
+async def test_each_call_gets_a_directory_no_call_had_whether_made_ahead_or_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", "import os; print(os.getcwd())"]})
+    seen = []
+    for index in range(6):
+        if index % 2:  # let the worker make the next directory ahead (a spare): the call takes it
+            await eventually(lambda: len(os.listdir(tmp_path)) == 1)
+            (spare,) = os.listdir(tmp_path)
+            assert spare.startswith(process_dirs.SPARE_PREFIX) and not os.listdir(tmp_path / spare)
+        outcome = await runner.run(Invocation(tool, {}, f"call-{index}", 10))
+        cwd = outcome.output.strip()
+        assert os.path.dirname(cwd) == str(tmp_path) and os.path.basename(cwd).startswith("toolhost-call-")
+        seen.append(cwd)
+    assert len(set(seen)) == len(seen)
+    await eventually(lambda: not call_dirs_left(tmp_path))
+
+
+def test_the_hidden_directories_of_servers_that_are_gone_are_removed(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead, alive = gone.pid, os.getpid()
+    (tmp_path / f".toolhost-spare-{dead}-1").mkdir()
+    (tmp_path / f".toolhost-removed-{dead}-2" / "left" / "by").mkdir(parents=True)
+    (tmp_path / f".toolhost-removed-{dead}-2" / "tool").write_text("data")
+    kept = [f".toolhost-spare-{alive}-3", f".toolhost-removed-{alive}-4", ".toolhost-spare-x-5", "toolhost-call-6"]
+    for name in kept:
+        (tmp_path / name).mkdir()
+    (tmp_path / f".toolhost-spare-{dead}-7").write_text("not a directory")
+    process_dirs.clear_stale(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, f".toolhost-spare-{dead}-7"])
 
 
 async def test_a_configured_cwd_is_used_and_home_is_nonexistent(start_server, tmp_path):

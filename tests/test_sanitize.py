@@ -180,6 +180,115 @@ def test_structures_json_cannot_encode_are_still_redacted(redactor: Redactor) ->
     assert result.value["obj"] is opaque
 
 
+class _Text(str):
+    """A str subclass, as an enum or a library's string type may be."""
+
+
+STRUCTURE_WORDS = [
+    "ok", "max_tokens", "primary_key", "token_count", "password", "DB_PASSWORD", "apiKey", "note", "name", "key",
+    f"connect with {CANARY} now", f"Authorization: Bearer {JWT}", "postgres://app:hunter22@db/app", "token=abc123def",
+    "retry later", "ünïcödé ßtraße", "keyboard", "passwordless", f"key-{CANARY}", REDACTED, "", "tokenizer",
+    "AKIAIOSFODNN7EXAMPLE", 'say "hi"\\n', "\t", PEM,
+]
+
+
+def _random_structure(rng: Any, depth: int, shared: list[Any]) -> Any:
+    """Dicts, lists and tuples of words (some secret), numbers, None, and containers met twice."""
+    roll = rng.random()
+    if depth == 0 or roll < 0.3:
+        choice = rng.random()
+        if choice < 0.6:
+            word = rng.choice(STRUCTURE_WORDS)
+            return _Text(word) if rng.random() < 0.05 else word
+        return rng.choice([0, 1, 2.5, True, None, 12345678])
+    if shared and roll < 0.35:
+        return rng.choice(shared)
+    size = rng.randrange(5)
+    if roll < 0.7:
+        made: Any = {(rng.choice(STRUCTURE_WORDS) if rng.random() < 0.9 else rng.randrange(3)):
+                     _random_structure(rng, depth - 1, shared) for _ in range(size)}
+    else:
+        items = [_random_structure(rng, depth - 1, shared) for _ in range(size)]
+        made = items if rng.random() < 0.8 else tuple(items)
+    shared.append(made)
+    return made
+
+
+def test_structures_are_redacted_as_the_json_scheme_redacts_them() -> None:
+    # redact_value finds the strings to check by joining the distinct strings of the structure; the older
+    # scheme (its fallback) by searching the structure's JSON text. Both must hide exactly the same things.
+    import random
+
+    redactor = Redactor(extra_secret_keys=["pin"]).with_values([CANARY])
+    rng = random.Random(2024)
+    for _ in range(400):
+        value = _random_structure(rng, 4, [])
+        if isinstance(value, str):
+            continue
+        before = copy.deepcopy(value)
+        result = redactor.redact_value(value)
+        expected = redactor._redact_value_as_json(value)
+        assert result.value == expected.value and result.redacted == expected.redacted, value
+        assert value == before
+        if not result.redacted:
+            assert result.value is value
+        dumped = json.dumps(result.value, default=str)
+        assert CANARY not in dumped and "hunter22" not in dumped and JWT not in dumped
+
+
+def test_untouched_containers_are_shared_however_deep_the_secret() -> None:
+    redactor = Redactor()
+    shared = {"password": "hunter22"}
+    value: list[Any] = [{"a": [{"b": "c"}], "d": {"e": [shared]}} for _ in range(3)] + [shared, ("x", {"y": "z"})]
+    result = redactor.redact_value(value)
+    assert result.value[0]["a"] is value[0]["a"]
+    assert result.value[4] is value[4]
+    assert result.value[0]["d"]["e"][0] == result.value[3] == {"password": REDACTED}
+    assert result.value[1] is not value[1] and result.value[1]["a"] is value[1]["a"]
+
+
+@pytest.mark.timeout(10)
+def test_a_structure_that_contains_itself_or_shares_a_lot_is_walked_once_per_container() -> None:
+    redactor = Redactor()
+    loop: list[Any] = ["plain"]
+    loop.append(loop)
+    loop.append({"back": loop})
+    value = {"loop": loop, "password": "hunter22", "note": "fine"}
+    result = redactor.redact_value(value)
+    assert result.value["password"] == REDACTED and result.value["loop"] is loop and result.value["note"] == "fine"
+    assert redactor.redact_value(loop).value is loop
+    # 2**60 paths through 60 distinct lists: each list is looked at once, and the secret in the deepest is found.
+    shared: Any = {"token": "abc123def456"}
+    for _ in range(60):
+        shared = [shared, shared]
+    result = redactor.redact_value(shared)
+    deepest = result.value
+    for _ in range(60):
+        assert deepest[0] is deepest[1]
+        deepest = deepest[0]
+    assert deepest == {"token": REDACTED}
+
+
+@pytest.mark.parametrize("odd", ["line\0with a NUL", "İstanbul"])
+def test_strings_the_joined_text_cannot_hold_are_redacted_the_json_way(odd: str) -> None:
+    # A NUL (the separator) or a letter whose lowercase is longer makes redact_value search the JSON text.
+    redactor = Redactor(known_values=[CANARY])
+    value = {"odd": odd, "log": f"token={CANARY}", "items": [{"password": "hunter22"}, {"ok": 1}], odd: "x"}
+    result = redactor.redact_value(value)
+    assert result.value == {"odd": odd, "log": f"token={REDACTED}", "items": [{"password": REDACTED}, {"ok": 1}],
+                            odd: "x"}
+    assert result.value["items"][1] is value["items"][1]
+
+
+def test_str_subclasses_and_dict_subclasses_are_redacted() -> None:
+    import collections
+
+    redactor = Redactor(known_values=[CANARY])
+    value = collections.OrderedDict(log=_Text(f"uses {CANARY}"), nested=[_Text("password=hunter22")])
+    result = redactor.redact_value(value)
+    assert result.value == {"log": f"uses {REDACTED}", "nested": [f"password={REDACTED}"]}
+
+
 # --- known values -------------------------------------------------------------------------------------
 
 def test_known_value_is_replaced_wherever_it_appears() -> None:

@@ -1,10 +1,10 @@
 """Running one command for a tool call: a minimal environment, captured output, and nothing left behind.
 
 Shared by the process and script runners. The child runs in its own session (start_new_session) with stdin
-from /dev/null, in the configured directory or a private temporary one that is gone from its path when the call
-returns (and removed just after, off the call's path: see process_dirs). Whatever
-ends the call (exit, timeout, the caller going away) every process it started is stopped before `run_command`
-returns or lets the cancellation through; then the zombies that earlier calls' daemons left are reaped.
+from /dev/null, in the configured directory or a private temporary one that is gone from its path when the
+call returns (and removed just after, off the call's path: see process_dirs). Whatever ends the call (exit,
+timeout, the caller going away) every process it started is stopped before `run_command` returns or lets the
+cancellation through; then the zombies that earlier calls' daemons left are reaped.
 """
 
 from __future__ import annotations

@@ -30,6 +30,10 @@ _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrst
 _SEPARATOR = "\0"
 # Strings looked at together when finding where the few changed ones sit (Gathered.holders).
 _RUN = 256
+# Beyond these a structure may share containers or contain itself: `gather` then keeps track of them.
+_FAST_DEPTH = 100
+_FAST_CONTAINERS = 1 << 17
+_CHECK_EVERY = 64
 
 
 def fold(text: str) -> str:
@@ -43,27 +47,35 @@ def fold(text: str) -> str:
 class Gathered:
     """Every string of a structure and the container it sits in, from one walk (`gather`).
 
-    `containers` lists the dicts, lists and tuples breadth first, the root first; a container met twice
-    (shared) is listed twice. `strings` holds the keys of each dict (whatever their type) and the string
-    values and items of each container, container by container: `containers[i]`'s own entries are
-    `strings[starts[i]:starts[i + 1]]` (to the end for the last). `parents[i]` is the index of the container
-    that holds `containers[i]` (-1 for the root).
+    `containers` lists the dicts, lists and tuples breadth first, the root first, each object once however
+    often it occurs. `strings` holds the keys of each dict (whatever their type) and the string values and
+    items of each container, container by container: `containers[i]`'s own entries are
+    `strings[starts[i]:starts[i + 1]]` (to the end for the last). `parents[i]` is the index of the container in
+    which `containers[i]` was found first (-1 for the root); `shared` lists the other places, as (index, index of
+    another container holding it) pairs: a container met twice, or a cycle.
     """
 
     strings: list[Any] = field(default_factory=list)
     containers: list[Any] = field(default_factory=list)
     starts: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
+    shared: list[tuple[int, int]] = field(default_factory=list)
 
     def holders(self, hits: Collection[Any]) -> set[int]:
         """The ids of the containers that hold one of `hits` (as a key, a value or an item), at any depth."""
+        more_parents: dict[int, list[int]] = {}
+        for index, parent in self.shared:
+            more_parents.setdefault(index, []).append(parent)
         marked: set[int] = set()
         starts, parents = self.starts, self.parents
         for position in self._positions(hits):
-            index = bisect_right(starts, position) - 1
-            while index >= 0 and index not in marked:
-                marked.add(index)
-                index = parents[index]
+            pending = [bisect_right(starts, position) - 1]
+            while pending:
+                index = pending.pop()
+                if index >= 0 and index not in marked:
+                    marked.add(index)
+                    pending.append(parents[index])
+                    pending += more_parents.get(index, ())
         return {id(self.containers[index]) for index in marked}
 
     def _positions(self, hits: Collection[Any]) -> list[int]:
@@ -84,13 +96,38 @@ def gather(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> Gathered:
     """Walk `value` (dicts, lists and tuples, also subclasses) breadth first and list its strings; see
     `Gathered`. Objects of other types (sets, bytes, anything else) are not looked into, as `rebuild` does not
     look into them either.
+
+    A tree (what json.loads makes) is walked as it is. A structure deeper than _FAST_DEPTH or with more than
+    _FAST_CONTAINERS containers is walked again keeping track of the containers met, each walked once: one that
+    contains itself then ends, and one that shares a container many times over costs what its distinct
+    containers cost.
     """
+    try:
+        return _gather(value, fast=True)
+    except _Unusual:
+        return _gather(value, fast=False)
+
+
+class _Unusual(Exception):
+    """A structure too deep or too big for the fast walk."""
+
+
+def _gather(value: Any, fast: bool) -> Gathered:
     found = Gathered(containers=[value], parents=[-1])
     strings, containers, starts, parents = found.strings, found.containers, found.starts, found.parents
     add, extend, start, push, parent = strings.append, strings.extend, starts.append, containers.append, parents.append
+    # Every container listed is alive (the structure holds it), so its id is not reused meanwhile.
+    met = None if fast else {id(value): 0}
     scalars, plain = _SCALARS, _CONTAINERS
+    depth, depth_ends, check_at = 0, 1, 1
     # One loop, no call per container: `containers` grows behind the loop as containers are found inside.
     for index, container in enumerate(containers):
+        if index == check_at:  # at the start of each level and every _CHECK_EVERY containers
+            if index == depth_ends:
+                depth, depth_ends = depth + 1, len(containers)
+            if fast and (depth > _FAST_DEPTH or len(containers) > _FAST_CONTAINERS):
+                raise _Unusual
+            check_at = min(depth_ends, index + _CHECK_EVERY)
         start(len(strings))
         if type(container) is dict or isinstance(container, dict):
             extend(container)
@@ -104,6 +141,11 @@ def gather(value: dict[Any, Any] | list[Any] | tuple[Any, ...]) -> Gathered:
             elif kind in scalars:
                 continue
             elif kind in plain or isinstance(item, dict | list | tuple):
+                if met is not None:
+                    first = met.setdefault(id(item), len(containers))
+                    if first != len(containers):
+                        found.shared.append((first, index))
+                        continue
                 push(item)
                 parent(index)
             elif isinstance(item, str):
@@ -253,22 +295,31 @@ def rebuild(value: Any, strings: Mapping[str, str], secret_keys: Container[Any],
     A container whose contents all come back identical is returned itself; changed dicts, lists and
     tuples are copied as plain dict, list and tuple. Objects other than those and strings are returned
     as they are. With `holders` (ids, see `Gathered.holders`), a container whose id is not in it is known
-    to hold nothing to change and is returned without a look inside.
+    to hold nothing to change and is returned without a look inside. A container that contains itself and
+    something to change raises RecursionError.
     """
     lookup = strings.get
+    # A container met again (shared) comes back as the same result: walked once, and shared in the result too.
+    done: dict[int, Any] = {}
 
     # The hot loops test exact types first (what json.loads produces) and copy a container only once
     # something in it changes: most of a structure is walked, very little of it rebuilt.
     def walk(value: Any) -> Any:
         if isinstance(value, str):
             return lookup(value, value)
-        if holders is not None and id(value) not in holders:
+        key = id(value)
+        if holders is not None and key not in holders:
             return value
+        if key in done:
+            return done[key]
         if isinstance(value, dict):
-            return walk_dict(value)
-        if isinstance(value, list | tuple):
-            return walk_sequence(value)
-        return value
+            result: Any = walk_dict(value)
+        elif isinstance(value, list | tuple):
+            result = walk_sequence(value)
+        else:
+            return value
+        done[key] = result
+        return result
 
     def walk_dict(mapping: dict[Any, Any]) -> dict[Any, Any]:
         copy: dict[Any, Any] | None = None
