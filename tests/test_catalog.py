@@ -202,3 +202,15 @@ async def test_definition_mistakes_are_explained(start_server, tmp_path, body, r
     server = await start_server(catalog_dirs=[tmp_path])
     report = await server.stub.Reload(RELOAD)
     assert len(report.errors) == 1 and reason in report.errors[0].reason, report.errors
+
+
+async def test_a_catalog_tool_named_like_a_builtin_replaces_it_with_a_warning(start_server, tmp_path, caplog):
+    for i in range(5):
+        write_tool(tmp_path, f"plain_{i}")
+    write_tool(tmp_path, "echo", "name: echo\ndescription: The catalog's own echo.\nimplementation: echo\n")
+    with caplog.at_level(logging.WARNING, logger="toolhost.registry"):
+        server = await start_server(catalog_dirs=[tmp_path])
+    got = await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="echo"))
+    assert got.tool.description == "The catalog's own echo."
+    assert any("'echo'" in r.getMessage() and "replaces" in r.getMessage() for r in caplog.records)
+    assert {f"plain_{i}" for i in range(5)} <= set(await names(server))

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.catalog.loader import ToolLoader
@@ -234,3 +235,73 @@ async def test_an_edit_that_changes_nothing_keeps_the_tool(start_server, tmp_pat
     report = await server.stub.Reload(RELOAD)
     assert list(report.changed) == ["other"] and not report.errors
     assert server.toolhost.registry.snapshot.get("steady").spec is spec
+
+
+# -- the fast paths: reading many files quickly must not change what is read -----------------------------------
+
+# Documents the fast reader takes itself (plain data) and ones it must leave to the full constructor (tags,
+# aliases, merge keys, duplicate keys, deep nesting, values the constructors refuse), which gives the error.
+YAML_CASES = [
+    "a: yes\nb: No\nc: on\nd: OFF\ne: y\nf: n\ng: true\nh: False\ni: tRUe\n",
+    "a: 0x1F\nb: 0o17\nc: 017\nd: 1_000\ne: 1:30\nf: -0b101\ng: +12\nh: 0\ni: -0\nj: 08\nk: 9999999999999999999999\n",
+    "a: .inf\nb: -.Inf\nc: 1e3\nd: 6.8523015e+5\ne: 1.5\nf: -1_0.5\ng: 190:20:30.15\nh: 1.\ni: .5\n",
+    "a: ~\nb: null\nc:\nd: Null\ne: NULL\n", "", "# only a comment\n", "---\n", "--- a\n", "[1, 2]\n",
+    "a: \"123\"\nb: 'true'\nc: !!int \"5\"\nd: !!str 5\ne: !!float 1\nf: !!bool yes\ng: !!null ''\n",
+    "a: 2024-01-01\nb: 2001-12-14t21:59:43.10-05:00\n", "a: !!binary aGVsbG8=\n", "a: !!set {x, y}\n",
+    "a: !foo bar\n", "a: &x 1\nb: *x\n", "a: &x [1]\nb: *x\n", "base: &b {x: 1}\nm: {<<: *b, y: 2}\n",
+    "a: 1\na: 2\n", "{1: a, 1.0: b}\n", "{true: a, 1: b}\n", "? [a, b]\n: c\n", "a: =\n", "a: !!int abc\n",
+    "a: !!bool maybe\n", "a: !!str [1]\n", "a: !!map [1]\n", "a: " + "[" * 70 + "]" * 70 + "\n",
+    "a: " + "[" * 64 + "]" * 64 + "\n", "a: 'x'\nb: \"y\\n\\u00e9\"\nc: |\n  line\n  two\nd: >\n  fold\n  ed\n",
+    "a: 1\n---\nb: 2\n", "a:\n  - b: 1\n    c: [x, y]\n  - d\n", "&r [*r]\n", "a: -\nb: .\nc: <<\nd: ---\n",
+    "name: t\ndescription: A long description that is certainly longer than any interned value.\n",
+    "glob: '*.txt'\nnote: a*b\n", "&k a: 1\n*k : 2\n", "a: [&v x, y]\nb: *v\n", "a: {b: *c}\n",
+]
+
+
+def _typed(value):
+    """The value with every type spelled out (1, 1.0 and True are equal in Python, not in a catalog)."""
+    if isinstance(value, dict):
+        return ("dict", [(_typed(k), _typed(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return ("list", [_typed(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def _outcome(read, text):
+    try:
+        return "data", _typed(read(text))
+    except Exception as exc:
+        return "error", type(exc).__name__, str(exc)
+
+
+@pytest.mark.parametrize("text", YAML_CASES)
+def test_the_fast_reader_gives_what_the_full_constructor_gives(text):
+    from toolhost_server.catalog import strict_yaml
+
+    class Reference(strict_yaml._CatalogLoader):
+        resolve = yaml.resolver.BaseResolver.resolve  # the library's own, without the shortcuts
+
+    assert _outcome(strict_yaml.load_catalog_yaml, text) == _outcome(
+        lambda t: yaml.load(t, Loader=Reference), text)
+
+
+def test_a_schema_jsonschema_cannot_compile_is_refused_at_load(tmp_path):
+    # The argument validator is compiled again only on the tool's first call; the load still checks it.
+    write_tool(tmp_path, "good")
+    write_tool(tmp_path, "pattern", HEAD + "implementation: echo\nparameters: [{name: a, pattern: '(unclosed'}]\n")
+    names, problems = load(tmp_path)
+    assert names == ["good"] and list(problems) == ["pattern.yaml"], problems
+
+
+def test_a_reload_stats_unchanged_files_and_rereads_changed_ones(tmp_path):
+    for i in range(30):
+        write_tool(tmp_path, f"t{i:02d}")
+    loader = ToolLoader([tmp_path], (), RunnerSettings())
+    first = loader.load().tools
+    assert first is not None
+    edited = write_tool(tmp_path, "t07", HEAD.replace("x", "t07") + "implementation: echo\n")
+    os.utime(edited, ns=(1, 1))  # whatever the clock's granularity, the file's key changed
+    again = loader.load().tools
+    assert again is not None
+    assert [n for n in first if first[n] is not again[n]] == ["t07"]
+    assert again["t07"].spec.description == "d"

@@ -181,3 +181,33 @@ async def test_a_replaced_directory_is_watched_again(start_server, tmp_path):
     # The new directory is watched too: a later edit is seen.
     write_tool(catalog, "later")
     await wait_for(lambda: "later" in server.toolhost.registry.snapshot)
+
+
+def test_a_prepared_generation_is_built_again_when_another_swap_came_between():
+    from toolhost_server.registry import Registry, Snapshot
+
+    def tools(*names: str) -> dict:
+        return {name: object() for name in names}  # diff only compares objects by identity here
+
+    registry = Registry()
+    seen: list[Snapshot] = []
+    registry.add_listener(seen.append)
+    prepared = registry.prepare(tools("a", "b"))
+    assert prepared is not None and registry.snapshot.generation == 0 and seen[-1] is prepared.snapshot
+    registry.swap(tools("c"))
+    assert registry.snapshot.generation == 1 and registry.snapshot.names == ("c",)
+    change = registry.commit(prepared)  # built on generation 0: the registry builds it on generation 1
+    assert change is not None and change.generation == 2
+    assert (change.added, change.removed) == (("a", "b"), ("c",))
+    assert registry.snapshot.names == ("a", "b") and seen[-1] is registry.snapshot
+
+
+async def test_the_reload_log_names_a_large_catalog_in_short(start_server, tmp_path, caplog):
+    for i in range(150):
+        write_tool(tmp_path, f"tool_{i:03d}")
+    with caplog.at_level("INFO", logger="toolhost.registry"):
+        await start_server(catalog_dirs=[tmp_path])
+    message = [r.getMessage() for r in caplog.records if "Registry loaded with" in r.getMessage()][-1]
+    total = int(message.split("Registry loaded with ", 1)[1].split(" ", 1)[0])
+    assert total > 150 and "'tool_000'" in message and "'tool_149'" not in message
+    assert message.endswith(f", ... and {total - 100} more]"), message[-80:]

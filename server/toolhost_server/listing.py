@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .auth import ANONYMOUS, Caller
@@ -40,13 +40,24 @@ class ToolFilter:
         return (self.platform, self.category, tuple(sorted(set(self.tags))), self.provider in CLI_PROVIDERS)
 
     def matches(self, spec: ToolSpec) -> bool:
-        if self.platform and spec.platform != self.platform:
-            return False
-        if self.category and spec.category != self.category:
-            return False
-        if self.tags and not set(self.tags).issubset(spec.tags):
-            return False
-        return not (self.provider in CLI_PROVIDERS and spec.category in CLI_EXCLUDED_CATEGORIES)
+        return self.predicate()(spec)
+
+    def predicate(self) -> Callable[[ToolSpec], bool]:
+        """`matches`, with the filter's fields looked up once: it runs on every tool of a snapshot the first
+        time a filter is asked for."""
+        platform, category, cli = self.platform, self.category, self.provider in CLI_PROVIDERS
+        tags = frozenset(self.tags)
+
+        def matches(spec: ToolSpec) -> bool:
+            if platform and spec.platform != platform:
+                return False
+            if category and spec.category != category:
+                return False
+            if tags and not tags.issubset(spec.tags):
+                return False
+            return not (cli and spec.category in CLI_EXCLUDED_CATEGORIES)
+
+        return matches
 
     def digest(self, visibility: Sequence[str] = ()) -> str:
         """Of the filter and of what decides the caller's view (Caller.visibility)."""
@@ -85,10 +96,10 @@ def list_tools(
 
 def _matching_names(snapshot: Snapshot, tool_filter: ToolFilter, caller: Caller) -> tuple[str, ...]:
     rights = caller.permissions
+    matches = tool_filter.predicate()
     if rights.unrestricted:
-        return snapshot.filtered(tool_filter.key(), tool_filter.matches)
-    return snapshot.filtered((tool_filter.key(), rights),
-                             lambda spec: tool_filter.matches(spec) and rights.may_see(spec))
+        return snapshot.filtered(tool_filter.key(), matches)
+    return snapshot.filtered((tool_filter.key(), rights), lambda spec: matches(spec) and rights.may_see(spec))
 
 
 def _encode_token(after: str, digest: str) -> str:

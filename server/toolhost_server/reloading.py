@@ -74,7 +74,7 @@ class Reloader:
         for name in result.missing_required:
             logger.error("[ToolRegistry] Required tool '%s' not found in registry!", name)
         logger.info("[ToolRegistry] Registry loaded with %d tools (generation %d): %s",
-                    len(snapshot), snapshot.generation, _NameList(snapshot.names))
+                    len(snapshot), snapshot.generation, _names_for_log(snapshot.names))
         return ReloadReport(
             success=True,
             generation=snapshot.generation,
@@ -95,18 +95,12 @@ class Reloader:
         return result, self._registry.prepare(result.tools)
 
 
-class _NameList:
+LOGGED_NAMES = 100
+
+
+def _names_for_log(names: tuple[str, ...]) -> str:
     """The served names in a log message: all of them as a list up to LOGGED_NAMES, else the first ones and
-    how many more. A catalog of thousands of tools must not make each reload log a line of 100 KB and more.
-    Formatted only when the record is."""
-
-    LOGGED_NAMES = 100
-
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self._names = names
-
-    def __str__(self) -> str:
-        if len(self._names) <= self.LOGGED_NAMES:
-            return str(list(self._names))
-        shown = str(list(self._names[:self.LOGGED_NAMES]))[:-1]
-        return f"{shown}, ... and {len(self._names) - self.LOGGED_NAMES} more]"
+    how many more. A catalog of thousands of tools must not make each reload log a line of 100 KB and more."""
+    if len(names) <= LOGGED_NAMES:
+        return str(list(names))
+    return f"{str(list(names[:LOGGED_NAMES]))[:-1]}, ... and {len(names) - LOGGED_NAMES} more]"

@@ -52,6 +52,18 @@ def check_schema(schema: Mapping[str, Any]) -> str | None:
     return None
 
 
+# The schema object compile_validator compiled last, kept alive so that its identity cannot be reused: a tool's
+# input schema is compiled to check its examples and then again by its ArgumentValidator, which need not.
+_last_compiled: list[Mapping[str, Any] | None] = [None]
+
+
+def compile_validator(schema: Mapping[str, Any]) -> jsonschema_rs.Validator:
+    """jsonschema_rs.validator_for(schema), remembering that this very object compiles."""
+    validator = jsonschema_rs.validator_for(dict(schema))
+    _last_compiled[0] = schema
+    return validator
+
+
 class ArgumentValidator:
     """Validates and completes the arguments of one tool.
 
@@ -64,7 +76,8 @@ class ArgumentValidator:
         # Compiled here, so that a schema jsonschema-rs cannot use is refused when the tool loads, but kept only
         # once the tool is called: a compiled validator holds about 4 KB, which a catalog of thousands of tools,
         # most of them seldom called, would otherwise keep for each one.
-        jsonschema_rs.validator_for(dict(schema))
+        if schema is not _last_compiled[0]:  # the same object compiled a moment ago needs no second check
+            jsonschema_rs.validator_for(dict(schema))
         self._compiled: jsonschema_rs.Validator | None = None
         self._schema = schema
         properties = schema.get("properties")

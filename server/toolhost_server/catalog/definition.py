@@ -16,7 +16,7 @@ import jsonschema_rs
 
 from ..credentials.names import InvalidCredentialError, check_credential_name
 from ..model import NO_DEFAULT, PARAMETER_TYPES, Annotations, Example, Parameter, ToolSource, ToolSpec
-from ..schema import check_schema, derive_input_schema
+from ..schema import check_schema, compile_validator, derive_input_schema
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
 
@@ -312,7 +312,7 @@ def check_examples(examples: tuple[Example, ...], input_schema: Mapping[str, Any
     arguments are in the document."""
     if not examples:
         return
-    validator = jsonschema_rs.validator_for(dict(input_schema))
+    validator = compile_validator(input_schema)
     for index, example in enumerate(examples):
         error = next(iter(validator.iter_errors(dict(example.arguments))), None)
         if error is not None:

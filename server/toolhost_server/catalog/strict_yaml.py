@@ -55,7 +55,7 @@ def load_catalog_yaml(text: str) -> Any:
         if node is None:
             return None
         try:
-            return _plain_data(loader, node, 1, set())
+            return _plain_data(loader, node, 1, set() if "*" in text else None)
         except Exception:
             # Anything unusual, refused or wrong is left to the full constructor, which gives the same data, or
             # the same error with its line, as yaml.load with this loader.
@@ -77,20 +77,22 @@ class _NotPlain(Exception):
     """The document holds something the fast path leaves to the full constructor."""
 
 
-def _plain_data(loader: _CatalogLoader, node: Node, depth: int, seen: set[int]) -> Any:
+def _plain_data(loader: _CatalogLoader, node: Node, depth: int, seen: set[int] | None) -> Any:
     """The data of a document made only of mappings, sequences and str, null, bool, int and float scalars:
     what the full constructor of _CatalogLoader gives for it, several times faster. Anything else (another
     tag, an alias, a merge key, a duplicate or unhashable key, nesting deeper than MAX_NESTING, a value the
-    standard constructors refuse) raises, and the caller constructs the document the full way."""
-    if id(node) in seen:  # an alias: the same node met again
-        raise _NotPlain
-    seen.add(id(node))
+    standard constructors refuse) raises, and the caller constructs the document the full way.
+
+    `seen` collects the nodes met, to find aliases (a node met twice); None when the text holds no `*`, so
+    cannot hold an alias. String scalars, most of a catalog file, are taken in the loops without a call."""
+    if seen is not None:
+        if id(node) in seen:  # an alias: the same node met again
+            raise _NotPlain
+        seen.add(id(node))
     kind, tag = type(node), node.tag
     if isinstance(node, ScalarNode):
         if tag == _STR_TAG:
             value = node.value
-            # Keys and short values repeat from file to file (`name`, `type`, `string`...): one object each
-            # instead of one per file and tool.
             return intern(value) if len(value) <= _INTERNED_LENGTH else value
         if tag == _NULL_TAG:
             return None
@@ -103,18 +105,30 @@ def _plain_data(loader: _CatalogLoader, node: Node, depth: int, seen: set[int]) 
         raise _NotPlain
     if depth > MAX_NESTING:
         raise _NotPlain
+    depth += 1
     if kind is MappingNode and tag == _MAP_TAG:
         mapping: dict[Any, Any] = {}
         for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG:
+            if seen is None and key_node.tag == _STR_TAG and type(key_node) is ScalarNode:
+                key = key_node.value
+                # Keys and short values repeat from file to file (`name`, `type`, `string`...): one object
+                # each instead of one per file and tool.
+                if len(key) <= _INTERNED_LENGTH:
+                    key = intern(key)
+            elif key_node.tag == _MERGE_TAG:
                 raise _NotPlain
-            key = _plain_data(loader, key_node, depth + 1, seen)
+            else:
+                key = _plain_data(loader, key_node, depth, seen)
             if key in mapping:  # also raises TypeError for an unhashable key
                 raise _NotPlain
-            mapping[key] = _plain_data(loader, value_node, depth + 1, seen)
+            if seen is None and value_node.tag == _STR_TAG and type(value_node) is ScalarNode:
+                value = value_node.value
+                mapping[key] = intern(value) if len(value) <= _INTERNED_LENGTH else value
+            else:
+                mapping[key] = _plain_data(loader, value_node, depth, seen)
         return mapping
     if kind is SequenceNode and tag == _SEQ_TAG:
-        return [_plain_data(loader, child, depth + 1, seen) for child in node.value]
+        return [_plain_data(loader, child, depth, seen) for child in node.value]
     raise _NotPlain
 
 
