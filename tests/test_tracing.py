@@ -175,6 +175,20 @@ async def test_a_client_traceparent_is_honoured_in_unary_and_streamed_calls(rece
         assert [s.name for s in children] == ["execute_tool echo"]
 
 
+async def test_a_call_the_client_did_not_sample_makes_no_spans_and_keeps_its_trace_id(receiver, start_server):
+    server = await start_server()
+    unsampled = secrets.token_hex(16)
+    response = await server.stub.CallTool(
+        tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "a"}'),
+        metadata=(("traceparent", f"00-{unsampled}-{CLIENT_SPAN_ID}-00"),))
+    assert response.success and response.trace_id == unsampled
+    # A sampled call after it: once its spans arrived, the unsampled call's would have too.
+    await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "b"}'),
+                               metadata=(("traceparent", TRACEPARENT),))
+    spans = await receiver.wait_for(lambda spans: sum(s.trace_id == CLIENT_TRACE_ID for s in spans) >= 2)
+    assert not [s for s in spans if s.trace_id == unsampled]
+
+
 async def test_failures_set_the_error_code_and_status(receiver, start_server, tmp_path):
     process_tool(tmp_path, "fails", ["false"])
     server = await start_server(catalog_dirs=[tmp_path])

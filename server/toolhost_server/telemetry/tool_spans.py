@@ -48,6 +48,13 @@ def start_tool_span(tracer: trace.Tracer, tool_name: str, call_id: str) -> Abstr
     if isinstance(tracer, trace.NoOpTracer):
         # Tracing off: a no-op span would record nothing either; this skips making it current (a few µs a call).
         return nullcontext(trace.INVALID_SPAN)
+    current = trace.get_current_span()
+    context = current.get_span_context()
+    if context.is_valid and not context.trace_flags.sampled and not current.is_recording():
+        # The RPC's span was not sampled, so a child would record nothing either (the samplers decide by the
+        # parent or by the same trace id); the RPC's span stays current and carries the trace id and its
+        # not-sampled flag on to remote toolhosts. Skipping it saves a span per unsampled call.
+        return nullcontext(current)
     return tracer.start_as_current_span(
         f"{EXECUTE_TOOL} {tool_name}", kind=SpanKind.INTERNAL,
         attributes={GEN_AI_OPERATION_NAME: EXECUTE_TOOL, GEN_AI_TOOL_NAME: tool_name, GEN_AI_TOOL_CALL_ID: call_id,
