@@ -68,7 +68,8 @@ def write_markdown(document: dict[str, Any], path: Path, plot: Path | None) -> N
         "lowest and highest round; the ratio is taken round by round (measured / baseline) and its median is what "
         "a ratio target is judged on. A target in the figure's own unit is judged on the measured median.",
         "",
-        f"Run {document['written']} at commit `{machine['commit']}` in {document['seconds']:.0f} s on "
+        f"Written {document['written']} at commit `{machine['commit']}`; the groups took "
+        f"{sum(group['seconds'] for group in document['groups']):.0f} s on "
         f"{machine['cores']} cores ({machine['cpu']}), {machine['memory_gib']} GiB, Linux {machine['kernel']}, "
         f"Python {machine['python']}; {packages}; {machine['ghz'] or 'ghz'}.",
         "",
