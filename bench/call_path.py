@@ -27,7 +27,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from bench.ghz_load import (
     Load,
     ToolhostTarget,
     build_protoset,
+    recording_qps,
     wait_for_line,
 )
 from bench.harness import (
@@ -125,19 +125,11 @@ def start_toolhost(data_dir: Path, env: dict[str, str], protoset: Path) -> Toolh
     return target
 
 
-def _recording(runs: list[Load], target: ToolhostTarget | BareTarget, concurrency: int,
-               seconds: float) -> Callable[[], float]:
-    def measure() -> float:
-        runs.append(target.load(concurrency, seconds))
-        return runs[-1].qps
-    return measure
-
-
 def qps_figure(key: str, title: str, toolhost: ToolhostTarget, bare: BareTarget, concurrency: int, rounds: int,
                seconds: float, target: Target, note: str) -> tuple[Figure, dict[str, list[Load]]]:
     runs: dict[str, list[Load]] = {"toolhost": [], "bare": []}
-    measured, baseline = interleave(rounds, _recording(runs["toolhost"], toolhost, concurrency, seconds),
-                                    _recording(runs["bare"], bare, concurrency, seconds))
+    measured, baseline = interleave(rounds, recording_qps(runs["toolhost"], toolhost, concurrency, seconds),
+                                    recording_qps(runs["bare"], bare, concurrency, seconds))
     extra = {
         "concurrency": concurrency, "seconds_per_round": seconds,
         "server_cpu_us_per_call": {name: [round(r.cpu_us_per_call, 1) for r in rs] for name, rs in runs.items()},

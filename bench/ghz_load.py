@@ -17,7 +17,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import grpc
 
@@ -156,3 +158,15 @@ class BareTarget:
         if failures or ok == 0 or sum(codes.get(code, 0) for code in CUT_SHORT) > 2 * concurrency:
             raise RuntimeError(f"bare echo calls failed: ghz {codes}")
         return Load(ok, wall, ok, cpu, loadgen_cpu)
+
+
+class Loadable(Protocol):
+    def load(self, concurrency: int, seconds: float) -> Load: ...
+
+
+def recording_qps(runs: list[Load], side: Loadable, concurrency: int, seconds: float) -> Callable[[], float]:
+    """One round of `side` for `interleave`: returns its QPS and keeps the whole Load (for CPU figures)."""
+    def measure() -> float:
+        runs.append(side.load(concurrency, seconds))
+        return runs[-1].qps
+    return measure

@@ -30,7 +30,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from bench.ghz_load import (
     Load,
     ToolhostTarget,
     build_protoset,
+    recording_qps,
     run_loadgen,
     wait_for_line,
 )
@@ -146,15 +146,6 @@ def verify_once(toolhost: ToolhostTarget, mcp: Mcp) -> None:
         raise RuntimeError(f"MCP echo answered {result}")
 
 
-def _recording(runs: list[Load], side: ToolhostTarget | BareTarget | Mcp, concurrency: int,
-               seconds: float) -> Callable[[], float]:
-    """One round of `side` for `interleave`: returns its QPS and keeps the whole Load for the CPU figure."""
-    def measure() -> float:
-        runs.append(side.load(concurrency, seconds))
-        return runs[-1].qps
-    return measure
-
-
 def call_figures(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, seconds: float,
                  concurrencies: tuple[int, ...]) -> list[Figure]:
     # A short unrecorded run each: connections, caches and lazily built paths are warm before round one.
@@ -163,8 +154,8 @@ def call_figures(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, seconds: float
     figures = []
     for concurrency in concurrencies:
         runs: dict[str, list[Load]] = {"toolhost": [], "mcp": []}
-        measured, baseline = interleave(rounds, _recording(runs["toolhost"], toolhost, concurrency, seconds),
-                                        _recording(runs["mcp"], mcp, concurrency, seconds))
+        measured, baseline = interleave(rounds, recording_qps(runs["toolhost"], toolhost, concurrency, seconds),
+                                        recording_qps(runs["mcp"], mcp, concurrency, seconds))
         extra = {
             "concurrency": concurrency,
             "seconds_per_round": seconds,
@@ -261,8 +252,8 @@ def ceiling_figure(protoset: Path, mcp: Mcp, rounds: int, seconds: float) -> Fig
         bare = BareTarget(server, protoset)
         bare.load(8, seconds / 4)
         runs: dict[str, list[Load]] = {"bare": [], "mcp": []}
-        measured, baseline = interleave(rounds, _recording(runs["bare"], bare, 8, seconds),
-                                        _recording(runs["mcp"], mcp, 8, seconds))
+        measured, baseline = interleave(rounds, recording_qps(runs["bare"], bare, 8, seconds),
+                                        recording_qps(runs["mcp"], mcp, 8, seconds))
     cpu = {name: [round(r.cpu_us_per_call, 1) for r in rs] for name, rs in runs.items()}
     return Figure.from_rounds(
         key="mcp_ceiling_bare_qps_8", title="The ceiling: a bare grpc.aio echo server against the MCP SDK, 8 in "

@@ -47,6 +47,22 @@ async def test_every_call_leaves_one_record_with_keys_not_values(start_server, t
     assert SECRET_ARGUMENT not in caplog.text
 
 
+async def test_secrets_a_caller_puts_in_the_fields_it_chooses_never_reach_the_audit_line(start_server, caplog):
+    # The audit trail redacts the tool name, call id and argument keys at the source (the log filters then pass
+    # the record on untouched): a caller pasting a key into any of them must not get it logged.
+    caplog.set_level(logging.INFO, logger="toolhost.audit")
+    key = "AKIAIOSFODNN7EXAMPLE"
+    server = await start_server()
+    async with toolhost.AsyncClient(server.target) as client:
+        with pytest.raises(toolhost.NotFoundError):
+            await client.call_tool(f"tool_{key}", {f"arg {key}": 1}, call_id=f"id-{key}")
+    [record] = audit_records(caplog)
+    assert record["outcome"] == "TOOL_NOT_FOUND"
+    assert "[REDACTED]" in record["tool"] and "[REDACTED]" in record["call_id"]
+    assert record["argument_keys"] == ["arg [REDACTED]"]
+    assert key not in caplog.text and key not in str(record)
+
+
 async def test_a_cancelled_call_is_recorded_as_cancelled(start_server, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="toolhost.audit")
     write_tool(tmp_path, "nap", "name: nap\ndescription: Sleeps.\nrunner: {type: python, entrypoint: 'asyncio:sleep'}\n"
