@@ -91,6 +91,21 @@ async def test_records_reach_the_store_in_batches_off_the_call_path():
     assert [len(batch) for batch in stored] == [3, 3, 1]
 
 
+async def test_close_returns_when_a_full_batch_woke_the_writer_just_before():
+    # The writer waits for its wake-up; a full batch sets it, and close() cancels the writer before it ran
+    # again. On Python 3.11 asyncio.wait_for swallowed that cancellation and close() never returned.
+    stored: list[list[AuditRecord]] = []
+    trail = AuditTrail(stored.append, batch_size=2, flush_seconds=60)
+    trail.start()
+    await asyncio.sleep(0)  # the writer starts waiting
+    for index in range(2):
+        trail.record(AuditRecord(datetime.now(UTC), "c", "token", "echo", str(index), "", 1.0, "OK", ()))
+    closing = asyncio.ensure_future(trail.close())
+    done, _ = await asyncio.wait({closing}, timeout=10)
+    assert closing in done, "close() did not return"
+    assert [len(batch) for batch in stored] == [2]
+
+
 async def test_a_store_that_falls_behind_drops_the_oldest_and_counts_them():
     trail = AuditTrail(lambda batch: None, batch_size=1000, flush_seconds=60, max_waiting=5)
     trail.start()

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from contextlib import suppress
 from typing import Generic, TypeVar
 
+from .event_waits import wait_set
+
 Item = TypeVar("Item")
 
 # A database that is down would otherwise add a traceback to the log every flush.
@@ -106,8 +108,7 @@ class BatchWriter(Generic[Item]):
     async def _drain(self) -> None:
         assert self._wake is not None
         while True:
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._flush_seconds)
+            await wait_set(self._wake, self._flush_seconds)
             self._wake.clear()
             await self._write_waiting()
 

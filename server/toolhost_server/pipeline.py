@@ -9,8 +9,9 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
+import random
 import time
-import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from opentelemetry import trace
 from .audit import AuditRecord, AuditTrail
 from .auth import ANONYMOUS, Caller, authorize_call, find_visible
 from .call_events import CallEvent, EventBuffer, RedactingEvents
-from .credentials import CredentialResolver, ResolvedCredentials
+from .credentials import NO_CREDENTIALS, CredentialResolver, ResolvedCredentials
 from .errors import (
     CallerDeadlineExceeded,
     HopLimitExceededError,
@@ -31,6 +32,7 @@ from .errors import (
     ShuttingDownError,
     ToolhostError,
 )
+from .event_waits import wait_set
 from .model import ToolSpec
 from .registry import RegisteredTool, Registry
 from .runners import Invocation, RunOutcome, ToolFailure
@@ -40,6 +42,14 @@ from .telemetry.metrics import ToolhostMetrics
 from .telemetry.tool_spans import record_arguments, record_outcome, record_refusal, record_tool, start_tool_span
 
 logger = logging.getLogger("toolhost.calls")
+# Call ids only need to be unique, not unguessable (they are shown in logs and responses): drawn from a
+# generator seeded once from the OS, not with uuid4's system call on every call.
+_call_ids = random.Random(os.urandom(32))
+
+
+def new_call_id() -> str:
+    """32 hex digits, like a uuid4's."""
+    return f"{_call_ids.getrandbits(128):032x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +142,7 @@ class CallPipeline:
         gRPC cancels the calls left at the end of the shutdown grace, but their runners still need a moment to
         stop what they started (a process tree gets SIGTERM, then SIGKILL); the event loop must not close first.
         """
-        try:
-            await asyncio.wait_for(self._idle.wait(), within_seconds)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_set(self._idle, within_seconds)
 
     def _admit(self, spec: ToolSpec) -> None:
         """Count the call in, or refuse it at once when a limit is reached (no queue: the caller retries)."""
@@ -191,7 +197,7 @@ class CallPipeline:
     async def _execute(self, request: CallRequest, deliver: Callable[[CallEvent], None] | None) -> CallResult:
         """Run the call in its execute_tool span; however it ends, leave its audit record and, for a tool this
         server serves, its metrics (a name nobody serves is no metric label: callers could grow them unbounded)."""
-        call_id = request.call_id or uuid.uuid4().hex
+        call_id = request.call_id or new_call_id()
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         argument_keys: tuple[str, ...] = ()
@@ -265,12 +271,14 @@ class CallPipeline:
         self._admit(tool.spec)
         try:
             async with asyncio.timeout(budget):
-                credentials = await self._credentials_of(tool.spec, call_id)
+                credentials = await self._credentials_of(tool.spec, call_id) if tool.spec.credentials \
+                    else NO_CREDENTIALS
                 if isinstance(credentials, ToolFailure):
                     outcome = RunOutcome(failure=credentials)
                 else:
-                    # From here on the call's own secrets are hidden too, in every form.
-                    redactor = self._redactor.learn(credentials.values())
+                    if credentials:
+                        # From here on the call's own secrets are hidden too, in every form.
+                        redactor = self._redactor.learn(credentials.values())
                     events = RedactingEvents(redactor, deliver) if deliver is not None else None
                     outcome = await tool.runner.run(Invocation(
                         tool.spec, arguments, call_id, budget, request.hops, request.trace_headers, events,

@@ -10,7 +10,6 @@ calls have stopped their processes.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import logging
 import os
@@ -20,6 +19,7 @@ import sys
 from .api.server import GrpcServer, create_toolhost
 from .auth import AuthFileError, UnsafeExposureError, check_exposure
 from .config import Config
+from .event_waits import wait_set
 from .logs.buffered_stream import BufferedStreamHandler
 from .logs.formatting import make_formatter
 from .logs.memory import MemoryRingHandler
@@ -125,8 +125,7 @@ async def serve(config: Config) -> int:
     logger.info("shutting down: health is NOT_SERVING; serving %.1fs more before draining",
                 config.shutdown_delay_seconds)
     await server.set_not_serving()
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(force_stop.wait(), config.shutdown_delay_seconds)
+    await wait_set(force_stop, config.shutdown_delay_seconds)
     toolhost.pipeline.stop_accepting()
     toolhost.registry.close()
     toolhost.logs.stop_following()

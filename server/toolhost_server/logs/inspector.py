@@ -13,11 +13,11 @@ import itertools
 import logging
 from collections import Counter, deque
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ..errors import InvalidRequestError
+from ..event_waits import wait_set
 from .page_tokens import decode_page_token, encode_page_token
 from .query import LogFilter, LogQuery, ReadResult
 from .reader import LogReader, LogReaderError
@@ -128,9 +128,7 @@ class LogInspector:
                     newest = max(newest, record.time)
                     yield record
         while not self._stop_following.is_set():
-            with suppress(TimeoutError):
-                await asyncio.wait_for(self._stop_following.wait(), self.poll_seconds)
-            if self._stop_following.is_set():
+            if await wait_set(self._stop_following, self.poll_seconds):
                 return
             floor = newest - LATE_ARRIVAL_WINDOW
             answers = await self._ask(LogQuery(log_filter, MAX_RECORDS_PER_POLL, after=(floor, "", ())))
