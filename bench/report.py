@@ -13,6 +13,7 @@ from bench.harness import BENCH
 
 FINDINGS = BENCH / "findings"
 TITLES = {
+    "call_stages": "Where a CallTool's server time goes",
     "call_path": "CallTool against a bare grpc.aio server",
     "mcp_compare": "toolhost against the MCP Python SDK",
     "catalog_scale": "The catalog at scale",

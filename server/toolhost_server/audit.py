@@ -18,6 +18,7 @@ from .batching import BatchWriter
 from .sanitize import REDACTED_BY, LearningRedactor, Redactor
 
 logger = logging.getLogger("toolhost.audit")
+_MESSAGE = "call tool=%s caller=%s outcome=%s duration_ms=%.1f call_id=%s argument_keys=%s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,16 +97,17 @@ class AuditTrail:
         if self._redactor is not None:
             redactor = self._redactor.current if isinstance(self._redactor, LearningRedactor) else self._redactor
             # What the caller chose (its identity, the tool name it asked for, its call id and argument keys);
-            # the rest the server wrote: times, hex trace ids, outcome codes. One value holds them all, so the
-            # redactor's whole-structure pass looks at them at once.
+            # the rest the server wrote: times, hex trace ids, outcome codes.
             untrusted = (entry.caller, entry.tool, entry.call_id, *entry.argument_keys)
-            caller, tool, call_id, *keys = redactor.redact_value(untrusted).value
-            fields.update(caller=caller, tool=tool, call_id=call_id, argument_keys=keys)
+            if any(map(redactor.find_spans, untrusted)):  # rarely: most calls' fields hold no trigger at all
+                caller, tool, call_id, *keys = redactor.redact_value(untrusted).value
+                fields.update(caller=caller, tool=tool, call_id=call_id, argument_keys=keys)
             extra[REDACTED_BY] = redactor
-        logger.info(
-            "call tool=%s caller=%s outcome=%s duration_ms=%.1f call_id=%s argument_keys=%s",
-            fields["tool"], fields["caller"], fields["outcome"], fields["duration_ms"], fields["call_id"],
-            ",".join(fields["argument_keys"]) or "-", extra=extra)
+        # Made here and handed to the handlers: logger.info would first walk the stack to find the calling line,
+        # which is always this one.
+        args = (fields["tool"], fields["caller"], fields["outcome"], fields["duration_ms"], fields["call_id"],
+                ",".join(fields["argument_keys"]) or "-")
+        logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, _MESSAGE, args, None, "_log", extra))
 
     async def close(self) -> None:
         """Stop the writer after storing what is waiting."""

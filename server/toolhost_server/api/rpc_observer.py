@@ -26,6 +26,7 @@ from contextlib import aclosing, nullcontext
 from typing import Any, Final
 
 import grpc
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -120,12 +121,11 @@ class _Rpc:
         self.name = f"{service}/{method}"
         self._attributes = {"rpc.system": "grpc", "rpc.service": service, "rpc.method": method}
 
-    def start_span(self, context: grpc.aio.ServicerContext, tracer: trace.Tracer) -> Any:
+    def start_span(self, context: grpc.aio.ServicerContext, tracer: trace.Tracer) -> trace.Span:
         metadata = context.invocation_metadata() or ()
         headers = {key: str(value) for key, value in metadata if key in TRACE_CONTEXT_KEYS}
-        return tracer.start_as_current_span(
-            self.name, context=parent_context(headers), kind=SpanKind.SERVER, attributes=self._attributes,
-            record_exception=False, set_status_on_exception=False)
+        return tracer.start_span(self.name, context=parent_context(headers), kind=SpanKind.SERVER,
+                                 attributes=self._attributes, record_exception=False, set_status_on_exception=False)
 
 
 def _unary(behavior: Callable[..., Awaitable[Any]], rpc: _Rpc) -> Callable[..., Awaitable[Any]]:
@@ -145,15 +145,20 @@ def _unary(behavior: Callable[..., Awaitable[Any]], rpc: _Rpc) -> Callable[..., 
 
     async def traced(request: Any, context: grpc.aio.ServicerContext) -> Any:
         started = time.perf_counter()
-        with rpc.start_span(context, tracer) as span:
-            error: BaseException | None = None
-            try:
-                return await behavior(request, context)
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                _end(span, context, error, rpc, started)
+        span = rpc.start_span(context, tracer)
+        # Made current by hand, not with start_as_current_span: its generator-based context manager cost as
+        # much as starting the span, on every call.
+        token = otel_context.attach(trace.set_span_in_context(span))
+        error: BaseException | None = None
+        try:
+            return await behavior(request, context)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            _end(span, context, error, rpc, started)
+            span.end()
+            otel_context.detach(token)
     return traced
 
 
@@ -165,7 +170,11 @@ def _streaming(
     async def traced(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         started = time.perf_counter()
         # grpc drives the generator from one task, so the span is made current and detached in that task.
-        with rpc.start_span(context, tracer) if tracer is not None else nullcontext(trace.INVALID_SPAN) as span:
+        # No exception recorded on the span: its message can quote an argument value (the module docstring).
+        span_context = trace.use_span(rpc.start_span(context, tracer), end_on_exit=True, record_exception=False,
+                                      set_status_on_exception=False) if tracer is not None \
+            else nullcontext(trace.INVALID_SPAN)
+        with span_context as span:
             error: BaseException | None = None
             try:
                 async with aclosing(behavior(request, context)) as responses:

@@ -7,6 +7,9 @@ import logging
 
 from ..telemetry import current_trace_ids
 
+# Where a record keeps the current span's ids once looked up: every handler of the record asks for them.
+_CURRENT_IDS = "_current_trace_ids"
+
 
 def trace_ids_of(record: logging.LogRecord) -> tuple[str, str]:
     """The ids a record was given (`extra={"trace_id": ...}`, a forwarded record), else the current span's.
@@ -16,4 +19,8 @@ def trace_ids_of(record: logging.LogRecord) -> tuple[str, str]:
     given_trace, given_span = getattr(record, "trace_id", None), getattr(record, "span_id", None)
     if isinstance(given_trace, str) and given_trace:
         return given_trace, given_span if isinstance(given_span, str) else ""
-    return current_trace_ids()
+    ids: tuple[str, str] | None = getattr(record, _CURRENT_IDS, None)
+    if ids is None:
+        ids = current_trace_ids()
+        setattr(record, _CURRENT_IDS, ids)
+    return ids

@@ -31,9 +31,12 @@ def trace_id_of(span: trace.Span) -> str:
     return format_trace_id(context.trace_id) if context.is_valid else ""
 
 
+_NO_PARENT = Context()
+
+
 def parent_context(headers: Mapping[str, str]) -> Context:
     """The context a caller's `traceparent`/`tracestate` describe (an empty one when absent or malformed)."""
-    return _PROPAGATOR.extract(headers)
+    return _PROPAGATOR.extract(headers) if headers else _NO_PARENT
 
 
 def outgoing_trace_headers() -> dict[str, str]:
