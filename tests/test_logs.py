@@ -24,7 +24,7 @@ from toolhost_server.logs.formatting import JsonLogFormatter, default_log_format
 from toolhost_server.logs.inspector import LogInspector
 from toolhost_server.logs.memory import MemoryLogReader, MemoryRingHandler
 from toolhost_server.logs.query import LogFilter, LogQuery
-from toolhost_server.logs.record import LogRecord
+from toolhost_server.logs.record import LogRecord, format_time
 from toolhost_server.logs.reverse_lines import BLOCK_SIZE
 from toolhost_server.sanitize import Redactor
 from toolhost_server.serve import configure_logging
@@ -50,6 +50,17 @@ def emit(handler: logging.Handler, moment: datetime, message: str, level: int = 
 
 
 # --- the line format ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("created", [1747643787.5480855, 1700000000.9999996, 1700000000.0000004, 1700000000.0,
+                                     1699999999.9999995, time.time()])
+def test_a_json_line_shows_the_time_the_ring_shows_for_the_same_record(created):
+    # The formatter formats the date once per second and rounds the microseconds itself; the ring converts the
+    # record through datetime.fromtimestamp. One record must show one time in both, at a second's edge too.
+    record = logging.LogRecord("test.logs.time", logging.INFO, __file__, 1, "at a time", None, None)
+    record.created = created
+    line = json.loads(JsonLogFormatter().format(record))
+    assert line["time"] == format_time(datetime.fromtimestamp(created, UTC))
 
 
 def test_json_lines_carry_time_level_logger_message_trace_ids_and_extra_fields():
