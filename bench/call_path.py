@@ -53,6 +53,7 @@ from bench.harness import (
     interleave,
     interleave_async,
     quiet_env,
+    run_standalone,
     toolhost_argv,
 )
 from toolhost import AsyncClient
@@ -247,7 +248,4 @@ def run(quick: bool) -> list[Figure]:
 
 
 if __name__ == "__main__":
-    started = time.monotonic()
-    result = run("--quick" in sys.argv[1:])
-    print(json.dumps([figure.as_json() for figure in result], indent=2, ensure_ascii=False))
-    print(f"call_path: {time.monotonic() - started:.1f} s", file=sys.stderr)
+    run_standalone("call_path", run, __doc__)

@@ -20,10 +20,8 @@ process only; nothing of it reaches the server as shipped.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import statistics
@@ -35,7 +33,7 @@ from contextlib import AbstractContextManager
 from typing import Any, TextIO
 from unittest import mock
 
-from bench.harness import Figure, interleave_async
+from bench.harness import Figure, interleave_async, run_standalone
 from toolhost.v1 import tool_service_pb2
 from toolhost_server import audit, pipeline, schema
 from toolhost_server.api.server import create_toolhost
@@ -156,15 +154,5 @@ def run(quick: bool) -> list[Figure]:
         return asyncio.run(_measure(calls=300 if quick else 2000, rounds=3 if quick else 8, sink=sink))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer calls and rounds")
-    args = parser.parse_args()
-    started = time.perf_counter()
-    figures = run(args.quick)
-    print(json.dumps([figure.as_json() for figure in figures], indent=2))
-    print(f"# {time.perf_counter() - started:.1f} s", file=sys.stderr)
-
-
 if __name__ == "__main__":
-    main()
+    run_standalone("call_stages", run, __doc__)

@@ -21,9 +21,7 @@ The ListTools and Reload figures also carry a scaling curve at 1,000, 3,000 and 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -37,7 +35,7 @@ import grpc
 
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 
-from .harness import BENCH, Figure, ServerProcess, Target, interleave_async, quiet_env, toolhost_argv
+from .harness import BENCH, Figure, ServerProcess, Target, interleave_async, quiet_env, run_standalone, toolhost_argv
 
 CATEGORIES = ("network", "system", "files", "text", "data", "cloud", "security", "dev")
 FILTER_TAG = "group_3"  # one tool in ten carries it
@@ -333,13 +331,6 @@ def run(quick: bool) -> list[Figure]:
         return asyncio.run(measure(quick, Path(work), command))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1,000 tools and 3 rounds: a smoke run")
-    arguments = parser.parse_args()
-    print(json.dumps([figure.as_json() for figure in run(arguments.quick)], indent=2))
-
-
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    main()
+    run_standalone("catalog_scale", run, __doc__)

@@ -15,10 +15,13 @@ is computed per round (A_i / B_i) and its median and spread are what the verdict
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import re
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -140,6 +143,18 @@ class Figure:
             **asdict(self.target), "text": self.target.describe(self.unit)}
         document["verdict"] = self.verdict
         return document
+
+
+def run_standalone(group: str, run: Callable[[bool], list[Figure]], description: str | None) -> None:
+    """`python -m bench.<group> [--quick]`: one group's figures as JSON on stdout, its time on stderr."""
+    parser = argparse.ArgumentParser(prog=f"python -m bench.{group}",
+                                     description=(description or "").splitlines()[0] if description else None)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and smaller inputs: a smoke run")
+    quick = parser.parse_args().quick
+    started = time.monotonic()
+    figures = run(quick)
+    print(json.dumps([figure.as_json() for figure in figures], indent=2, ensure_ascii=False))
+    print(f"{group}: {time.monotonic() - started:.1f} s", file=sys.stderr)
 
 
 def interleave(rounds: int, measure_a: Callable[[], float], measure_b: Callable[[], float]) -> tuple[

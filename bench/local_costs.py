@@ -17,14 +17,12 @@ Quick mode runs fewer rounds and a 64 MiB log instead of 1 GiB.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import json
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -32,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import Figure, Target, interleave, interleave_async, timed
+from bench.harness import Figure, Target, interleave, interleave_async, run_standalone, timed
 from toolhost_server.config import Config
 from toolhost_server.logs.file_reader import FileLogReader
 from toolhost_server.logs.query import LogQuery
@@ -313,15 +311,5 @@ def run(quick: bool) -> list[Figure]:
     return [process_runner(plan), log_tail(plan), redaction(plan)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and a 64 MiB log")
-    args = parser.parse_args()
-    started = time.perf_counter()
-    figures = run(args.quick)
-    print(json.dumps([figure.as_json() for figure in figures], indent=2))
-    print(f"# {time.perf_counter() - started:.1f} s", file=sys.stderr)
-
-
 if __name__ == "__main__":
-    main()
+    run_standalone("local_costs", run, __doc__)

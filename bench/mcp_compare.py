@@ -58,6 +58,7 @@ from bench.harness import (
     interleave,
     interleave_async,
     quiet_env,
+    run_standalone,
     toolhost_argv,
 )
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
@@ -315,7 +316,4 @@ def run(quick: bool) -> list[Figure]:
 
 
 if __name__ == "__main__":
-    started = time.monotonic()
-    result = run("--quick" in sys.argv[1:])
-    print(json.dumps([figure.as_json() for figure in result], indent=2, ensure_ascii=False))
-    print(f"mcp_compare: {time.monotonic() - started:.1f} s", file=sys.stderr)
+    run_standalone("mcp_compare", run, __doc__)
