@@ -39,6 +39,7 @@ from toolhost_server import audit, pipeline, schema
 from toolhost_server.api.server import create_toolhost
 from toolhost_server.api.tool_service import ToolService
 from toolhost_server.config import load_config
+from toolhost_server.logs.buffered_stream import BufferedStreamHandler
 from toolhost_server.serve import configure_logging
 from toolhost_server.telemetry.metrics import ToolhostMetrics
 
@@ -140,7 +141,7 @@ async def _measure(calls: int, rounds: int, sink: TextIO) -> list[Figure]:
         return figures
     finally:
         for handler in list(logging.getLogger().handlers):
-            if handler.__class__.__name__ == "BufferedStreamHandler":
+            if isinstance(handler, BufferedStreamHandler):  # the one configure_logging added
                 logging.getLogger().removeHandler(handler)
                 handler.close()
         sys.stderr = stderr
