@@ -3,20 +3,24 @@ deeply nested files), odd directory entries, and keeping unchanged tools across 
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 
 from toolhost.v1 import tool_service_pb2
+from toolhost_server.catalog import directory_listing
 from toolhost_server.catalog.loader import ToolLoader
 from toolhost_server.catalog.strict_yaml import MAX_NESTING
 from toolhost_server.catalog.yaml_files import MAX_FILE_BYTES
-from toolhost_server.registry import CatalogProblem
+from toolhost_server.api.convert import ToolMessages
+from toolhost_server.registry import CatalogProblem, Registry
 from toolhost_server.runners import RunnerSettings
 
 from conftest import write_tool
@@ -305,3 +309,127 @@ def test_a_reload_stats_unchanged_files_and_rereads_changed_ones(tmp_path):
     assert again is not None
     assert [n for n in first if first[n] is not again[n]] == ["t07"]
     assert again["t07"].spec.description == "d"
+
+
+# -- remembering a directory's listing -----------------------------------------------------------------------------
+
+
+def age(directory: Path) -> None:
+    """Move the directory's mtime an hour back, as if nothing had been created in it for an hour."""
+    past = time.time_ns() - 3600 * 1_000_000_000
+    os.utime(directory, ns=(past, past))
+
+
+def catalog_names(loader: ToolLoader) -> list[str]:
+    result = loader.load()
+    assert result.tools is not None and not result.problems, result.problems
+    roots = tuple(str(directory) for directory in loader.catalog_dirs)
+    return sorted(name for name, tool in result.tools.items() if tool.spec.origin.startswith(roots))
+
+
+def test_an_unchanged_directory_is_not_scanned_again_and_every_change_is_still_seen(tmp_path, monkeypatch):
+    for name in ("a", "b"):
+        write_tool(tmp_path, name)
+    age(tmp_path)
+    scanned: list[str] = []
+    real_scandir = os.scandir
+
+    def counting_scandir(path):
+        scanned.append(str(path))
+        return real_scandir(path)
+
+    loader = ToolLoader([tmp_path], (), RunnerSettings())
+    monkeypatch.setattr(directory_listing.os, "scandir", counting_scandir)
+    assert catalog_names(loader) == ["a", "b"] and scanned == [str(tmp_path)]
+    write_tool(tmp_path, "a", HEAD.replace("x", "a") + "implementation: echo\n")  # in place: the directory is the same
+    os.utime(tmp_path / "a.yaml", ns=(1, 1))  # whatever the clock's granularity, the file's key changed
+    result = loader.load()
+    assert result.tools is not None and result.tools["a"].spec.description == "d"
+    assert scanned == [str(tmp_path)], "an unchanged directory was scanned again"
+    write_tool(tmp_path, "c")
+    assert catalog_names(loader) == ["a", "b", "c"]
+    age(tmp_path)
+    catalog_names(loader)
+    (tmp_path / "b.yaml").unlink()
+    assert catalog_names(loader) == ["a", "c"]
+    age(tmp_path)
+    catalog_names(loader)
+    (tmp_path / "c.yaml").rename(tmp_path / "c.txt")
+    assert catalog_names(loader) == ["a"]
+
+
+def test_a_directory_changed_twice_within_one_clock_tick_is_read_right(tmp_path):
+    write_tool(tmp_path, "a")
+    loader = ToolLoader([tmp_path], (), RunnerSettings())
+    assert catalog_names(loader) == ["a"]
+    mtime = os.stat(tmp_path).st_mtime_ns
+    write_tool(tmp_path, "b")
+    os.utime(tmp_path, ns=(mtime, mtime))  # as a coarse clock shows two creations in one tick: one mtime
+    assert catalog_names(loader) == ["a", "b"]
+
+
+def test_a_directory_holding_symlinks_is_scanned_every_time(tmp_path):
+    catalog = tmp_path / "catalog"
+    write_tool(catalog, "plain")
+    target = write_tool(tmp_path / "elsewhere", "linked")
+    (catalog / "linked.yaml").symlink_to(target)
+    (catalog / "later.yaml").symlink_to(tmp_path / "elsewhere" / "later.yaml")  # points at nothing yet
+    age(catalog)
+    loader = ToolLoader([catalog], (), RunnerSettings())
+    assert catalog_names(loader) == ["linked", "plain"]
+    target.unlink()  # neither change touches the catalog directory itself
+    write_tool(tmp_path / "elsewhere", "later")
+    assert catalog_names(loader) == ["later", "plain"]
+
+
+def test_a_catalog_directory_replaced_by_another_with_the_same_mtime_is_read_anew(tmp_path):
+    live = tmp_path / "catalog"
+    write_tool(live, "old")
+    age(live)
+    loader = ToolLoader([live], (), RunnerSettings())
+    assert catalog_names(loader) == ["old"]
+    replacement = tmp_path / "catalog.new"
+    write_tool(replacement, "new")
+    st = os.stat(live)
+    os.utime(replacement, ns=(st.st_atime_ns, st.st_mtime_ns))
+    live.rename(tmp_path / "catalog.old")
+    replacement.rename(live)
+    assert catalog_names(loader) == ["new"]
+
+
+def test_a_replaced_generation_is_freed_by_reference_counting_alone(tmp_path):
+    """serve() moves the first generation out of the cycle collector's reach (gc.freeze), so that full
+    collections do not walk every tool of a large catalog. That is only safe while a replaced generation needs
+    no cycle collection to be freed: the loader, the registry and the API's prepared messages make no cycles."""
+    def write_all(version: int) -> None:
+        for i in range(20):
+            write_tool(tmp_path, f"p{i}", tool_text(f"p{i}", f"Version {version} of"))
+            write_tool(tmp_path, f"s{i}", f"name: s{i}\ndescription: Version {version}.\n"
+                       "runner: {type: process, argv: [echo, '{text}']}\n"
+                       "parameters: [{name: text, type: string, maximum: 3}]\n"
+                       "examples: [{description: e, parameters: {text: hi}}]\n")
+
+    write_all(1)
+    loader = ToolLoader([tmp_path], (), RunnerSettings())
+    registry = Registry()
+    messages = ToolMessages()
+    registry.add_listener(messages.prepare)
+    gc.collect()
+    gc.disable()
+    try:
+        for version in (1, 2, 3):
+            write_all(version)
+            result = loader.load()
+            assert result.tools is not None and not result.problems, result.problems
+            prepared = registry.prepare(result.tools)
+            assert prepared is not None
+            registry.commit(prepared)
+            snapshot = registry.snapshot
+            messages.page((tool.spec for tool in snapshot.tools().values()), full=True)
+            for i in range(20):  # the compiled validators are kept from a tool's first call
+                snapshot.get(f"p{i}").validator.prepare(f"p{i}", {"name": "n"})
+                snapshot.get(f"s{i}").validator.prepare(f"s{i}", {"text": "hi"})
+            del result, prepared, snapshot
+        assert gc.collect() == 0, "replacing the catalog left objects only the cycle collector frees"
+    finally:
+        gc.enable()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -85,6 +86,11 @@ async def serve(config: Config) -> int:
             logger.error("cannot start: %s: %s", problem.file, problem.reason)
         await toolhost.close()
         return 1
+    # The imports and the catalog's first generation stay until the process ends or a reload replaces them,
+    # and a replaced generation is freed by reference counting alone (tests/test_catalog_files.py). Frozen,
+    # they are left out of every later full collection, which otherwise walks all of them with the GIL held:
+    # ~250 ms for a 10,000-tool catalog, landing on about one reload in ten (bench/findings/catalog_scale.md).
+    gc.freeze()
     server = GrpcServer(toolhost)
     try:
         port = await server.start()

@@ -15,7 +15,8 @@ from ..runners import RunnerConfigError, RunnerSettings, build_runner
 from ..schema import ArgumentValidator
 from .builtins import discover_builtin_definitions
 from .definition import DefinitionError, parse_definition
-from .yaml_files import CatalogDirectoryError, YamlCatalogReader
+from .directory_listing import CatalogDirectoryError
+from .yaml_files import YamlCatalogReader
 
 logger = logging.getLogger("toolhost.registry")
 
