@@ -190,22 +190,43 @@ def call_figures(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, seconds: float
     return figures
 
 
-async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: int) -> Figure:
-    full = tool_service_pb2.ListToolsRequest(category="bench", page_size=TOOLS, view=tool_pb2.TOOL_VIEW_FULL)
-    basic = tool_service_pb2.ListToolsRequest(category="bench", page_size=TOOLS, view=tool_pb2.TOOL_VIEW_BASIC)
+FULL_LIST = tool_service_pb2.ListToolsRequest(category="bench", page_size=TOOLS, view=tool_pb2.TOOL_VIEW_FULL)
+BASIC_LIST = tool_service_pb2.ListToolsRequest(category="bench", page_size=TOOLS, view=tool_pb2.TOOL_VIEW_BASIC)
+LIST_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 << 20)]
+
+
+async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: int, scratch: Path) -> Figure:
+    """toolhost's FULL list against MCP's tools/list. Each toolhost round also times bench/bare_server.py sending
+    the very page toolhost sent (prebuilt): what the gRPC transport and the client's decoding cost alone."""
+    page_file = scratch / "full-page.bin"
+    async with grpc.aio.insecure_channel(toolhost.server.target, options=LIST_CHANNEL_OPTIONS) as channel:
+        page = await tool_service_pb2_grpc.ToolServiceStub(channel).ListTools(FULL_LIST)
+    page_file.write_bytes(page.SerializeToString())
+
+    with ServerProcess([sys.executable, str(BENCH / "bare_server.py"), "0", "--page-file", str(page_file)],
+                       cwd=ROOT) as bare_server:
+        return await _list_rounds(toolhost, bare_server, mcp, rounds, samples)
+
+
+async def _list_rounds(toolhost: ToolhostTarget, bare_server: ServerProcess, mcp: Mcp, rounds: int,
+                       samples: int) -> Figure:
+    full, basic = FULL_LIST, BASIC_LIST
     body = json.dumps(mcp_request("tools/list", {})).encode()
     headers = {**MCP_HEADERS, "Mcp-Method": "tools/list"}
     basic_p50: list[float] = []
+    bare_p50: list[float] = []
     sizes: dict[str, int] = {}
 
-    async with grpc.aio.insecure_channel(toolhost.server.target,
-                                         options=[("grpc.max_receive_message_length", 64 << 20)]) as channel, \
+    async with grpc.aio.insecure_channel(toolhost.server.target, options=LIST_CHANNEL_OPTIONS) as channel, \
+            grpc.aio.insecure_channel(bare_server.target, options=LIST_CHANNEL_OPTIONS) as bare_channel, \
             httpx.AsyncClient(timeout=30) as client:
         stub = tool_service_pb2_grpc.ToolServiceStub(channel)
+        bare_stub = tool_service_pb2_grpc.ToolServiceStub(bare_channel)
 
-        async def toolhost_list(request: tool_service_pb2.ListToolsRequest) -> float:
+        async def toolhost_list(request: tool_service_pb2.ListToolsRequest,
+                                on: tool_service_pb2_grpc.ToolServiceStub = stub) -> float:
             started = time.perf_counter()
-            response = await stub.ListTools(request)
+            response = await on.ListTools(request)
             elapsed = time.perf_counter() - started
             if len(response.tools) != TOOLS:
                 raise RuntimeError(f"toolhost listed {len(response.tools)} tools, not {TOOLS}")
@@ -225,6 +246,7 @@ async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: 
 
         async def toolhost_round() -> float:
             basic_p50.append(statistics.median([await toolhost_list(basic) for _ in range(samples)]) * 1e3)
+            bare_p50.append(statistics.median([await toolhost_list(full, bare_stub) for _ in range(samples)]) * 1e3)
             return statistics.median([await toolhost_list(full) for _ in range(samples)]) * 1e3
 
         async def mcp_round() -> float:
@@ -232,6 +254,7 @@ async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: 
 
         for _ in range(3):  # warm-up, unrecorded
             await toolhost_list(full)
+            await toolhost_list(full, bare_stub)
             await toolhost_list(basic)
             await mcp_list()
         measured, baseline = await interleave_async(rounds, toolhost_round, mcp_round)
@@ -241,8 +264,10 @@ async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: 
         command=COMMAND,
         note=("toolhost ListTools in the FULL view (input schemas included, as MCP's tools/list always has them), "
               f"page_size 1000, one catalog category; {samples} sequential calls per round from the bench process, "
-              "decoding included; the BASIC view's p50 is in extra."),
-        extra={"toolhost_basic_p50_ms": [round(v, 2) for v in basic_p50], **sizes, "samples_per_round": samples,
+              "decoding included; the BASIC view's p50 is in extra, and the p50 of bench/bare_server.py sending "
+              "toolhost's FULL page prebuilt (the transport and decoding alone)."),
+        extra={"toolhost_basic_p50_ms": [round(v, 2) for v in basic_p50],
+               "bare_same_page_p50_ms": [round(v, 2) for v in bare_p50], **sizes, "samples_per_round": samples,
                "mcp_server": mcp.server_description})
 
 
@@ -310,7 +335,7 @@ def run(quick: bool) -> list[Figure]:
             verify_once(toolhost, mcp)
             figures = call_figures(toolhost, mcp, rounds, seconds, concurrencies)
             figures.append(ceiling_figure(root / "toolhost.protoset", mcp, rounds, seconds))
-            figures.append(asyncio.run(list_figure(toolhost, mcp, rounds, 5 if quick else 20)))
+            figures.append(asyncio.run(list_figure(toolhost, mcp, rounds, 5 if quick else 20, root)))
     # A quick run's figures are reproduced by a quick run.
     return [dataclasses.replace(f, command=QUICK_COMMAND) for f in figures] if quick else figures
 

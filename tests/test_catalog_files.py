@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from toolhost.v1 import tool_service_pb2
+from toolhost_server.api.convert import ToolMessages
 from toolhost_server.catalog import directory_listing
 from toolhost_server.catalog.loader import ToolLoader
 from toolhost_server.catalog.strict_yaml import MAX_NESTING
 from toolhost_server.catalog.yaml_files import MAX_FILE_BYTES
-from toolhost_server.api.convert import ToolMessages
 from toolhost_server.registry import CatalogProblem, Registry
 from toolhost_server.runners import RunnerSettings
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 import pytest
+from google.protobuf import json_format
 
 from toolhost.v1 import tool_pb2, tool_service_pb2
 
@@ -123,3 +124,13 @@ async def test_basic_view_leaves_out_schemas_and_full_includes_them(server):
     got = await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="echo"))
     assert got.tool.HasField("input_schema") and got.tool.examples
     assert got.tool.annotations.read_only and got.tool.source == tool_pb2.TOOL_SOURCE_BUILTIN
+
+
+async def test_a_derived_input_schema_is_the_parameters_and_nothing_more(server):
+    """No `$schema` in each tool: tool.proto documents JSON Schema 2020-12 for every input schema, and a URL
+    repeated in each of a thousand listed tools only made the page larger for every client."""
+    full = await server.stub.ListTools(tool_service_pb2.ListToolsRequest(
+        tags=["gen"], page_size=1, view=tool_pb2.TOOL_VIEW_FULL))
+    assert json_format.MessageToDict(full.tools[0].input_schema) == {
+        "type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": False,
+        "required": ["text"]}
