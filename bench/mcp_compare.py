@@ -196,8 +196,9 @@ LIST_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", 64 << 20)]
 
 
 async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: int, scratch: Path) -> Figure:
-    """toolhost's FULL list against MCP's tools/list. Each toolhost round also times bench/bare_server.py sending
-    the very page toolhost sent (prebuilt): what the gRPC transport and the client's decoding cost alone."""
+    """toolhost's FULL list against MCP's tools/list. Each toolhost round also times bench/bare_server.py
+    answering with the very page toolhost sent (parsed from its bytes, serialized by grpc on each call): what the
+    gRPC transport and the client's decoding cost without toolhost."""
     page_file = scratch / "full-page.bin"
     async with grpc.aio.insecure_channel(toolhost.server.target, options=LIST_CHANNEL_OPTIONS) as channel:
         page = await tool_service_pb2_grpc.ToolServiceStub(channel).ListTools(FULL_LIST)
@@ -210,7 +211,6 @@ async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: 
 
 async def _list_rounds(toolhost: ToolhostTarget, bare_server: ServerProcess, mcp: Mcp, rounds: int,
                        samples: int) -> Figure:
-    full, basic = FULL_LIST, BASIC_LIST
     body = json.dumps(mcp_request("tools/list", {})).encode()
     headers = {**MCP_HEADERS, "Mcp-Method": "tools/list"}
     basic_p50: list[float] = []
@@ -223,14 +223,15 @@ async def _list_rounds(toolhost: ToolhostTarget, bare_server: ServerProcess, mcp
         stub = tool_service_pb2_grpc.ToolServiceStub(channel)
         bare_stub = tool_service_pb2_grpc.ToolServiceStub(bare_channel)
 
-        async def toolhost_list(request: tool_service_pb2.ListToolsRequest,
-                                on: tool_service_pb2_grpc.ToolServiceStub = stub) -> float:
+        async def grpc_list(request: tool_service_pb2.ListToolsRequest,
+                            on: tool_service_pb2_grpc.ToolServiceStub = stub) -> float:
             started = time.perf_counter()
             response = await on.ListTools(request)
             elapsed = time.perf_counter() - started
             if len(response.tools) != TOOLS:
-                raise RuntimeError(f"toolhost listed {len(response.tools)} tools, not {TOOLS}")
-            sizes[f"toolhost_{tool_pb2.ToolView.Name(request.view)}_bytes"] = response.ByteSize()
+                raise RuntimeError(f"ListTools listed {len(response.tools)} tools, not {TOOLS}")
+            if on is stub:
+                sizes[f"toolhost_{tool_pb2.ToolView.Name(request.view)}_bytes"] = response.ByteSize()
             return elapsed
 
         async def mcp_list() -> float:
@@ -245,17 +246,17 @@ async def _list_rounds(toolhost: ToolhostTarget, bare_server: ServerProcess, mcp
             return elapsed
 
         async def toolhost_round() -> float:
-            basic_p50.append(statistics.median([await toolhost_list(basic) for _ in range(samples)]) * 1e3)
-            bare_p50.append(statistics.median([await toolhost_list(full, bare_stub) for _ in range(samples)]) * 1e3)
-            return statistics.median([await toolhost_list(full) for _ in range(samples)]) * 1e3
+            basic_p50.append(statistics.median([await grpc_list(BASIC_LIST) for _ in range(samples)]) * 1e3)
+            bare_p50.append(statistics.median([await grpc_list(FULL_LIST, bare_stub) for _ in range(samples)]) * 1e3)
+            return statistics.median([await grpc_list(FULL_LIST) for _ in range(samples)]) * 1e3
 
         async def mcp_round() -> float:
             return statistics.median([await mcp_list() for _ in range(samples)]) * 1e3
 
         for _ in range(3):  # warm-up, unrecorded
-            await toolhost_list(full)
-            await toolhost_list(full, bare_stub)
-            await toolhost_list(basic)
+            await grpc_list(FULL_LIST)
+            await grpc_list(FULL_LIST, bare_stub)
+            await grpc_list(BASIC_LIST)
             await mcp_list()
         measured, baseline = await interleave_async(rounds, toolhost_round, mcp_round)
     return Figure.from_rounds(
@@ -264,8 +265,8 @@ async def _list_rounds(toolhost: ToolhostTarget, bare_server: ServerProcess, mcp
         command=COMMAND,
         note=("toolhost ListTools in the FULL view (input schemas included, as MCP's tools/list always has them), "
               f"page_size 1000, one catalog category; {samples} sequential calls per round from the bench process, "
-              "decoding included; the BASIC view's p50 is in extra, and the p50 of bench/bare_server.py sending "
-              "toolhost's FULL page prebuilt (the transport and decoding alone)."),
+              "decoding included; the BASIC view's p50 is in extra, and the p50 of bench/bare_server.py answering "
+              "with toolhost's FULL page (the transport and decoding without toolhost)."),
         extra={"toolhost_basic_p50_ms": [round(v, 2) for v in basic_p50],
                "bare_same_page_p50_ms": [round(v, 2) for v in bare_p50], **sizes, "samples_per_round": samples,
                "mcp_server": mcp.server_description})

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
@@ -70,7 +71,7 @@ class CatalogLister:
     def __init__(self) -> None:
         self._remembered: dict[str, _Listing] = {}
 
-    def list(self, directories: list[Path]) -> list[CatalogFile]:
+    def list(self, directories: Sequence[Path]) -> list[CatalogFile]:
         """The YAML files under each directory, each directory's sorted by path, in directory order; hidden
         entries skipped (a ConfigMap's `..data` and `..2024_...` directories hold the same files as its
         visible links). An entry that cannot be examined (a symlink loop) is listed with its problem; a

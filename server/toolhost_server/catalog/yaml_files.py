@@ -64,7 +64,7 @@ class YamlCatalogReader:
 
     def read(self, directories: Sequence[Path]) -> CatalogRead:
         """Read every directory; CatalogDirectoryError when one of them cannot be listed."""
-        files = self._lister.list(list(directories))
+        files = self._lister.list(directories)
         tools: list[RegisteredTool] = []
         problems: list[CatalogProblem] = []
         parsed: dict[str, _Parsed] = {}
