@@ -4,11 +4,13 @@ lines), the database reader on SQLite and PostgreSQL, and the inspector's merge,
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import json
 import logging
 import os
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -152,6 +154,58 @@ def test_the_memory_ring_keeps_the_newest_records_up_to_its_capacity():
     result = MemoryLogReader(ring).read(LogQuery(limit=3))
     assert [r.message for r in result.records] == ["record 11", "record 10", "record 9"]
     assert {r.source for r in result.records} == {"memory"}
+
+
+class Payload:
+    """A caller's object, logged as an argument or held by a failing frame."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"payload {self.name}"
+
+
+class Failure(ValueError):
+    """An exception that can be referenced weakly (the built-in ones cannot)."""
+
+
+def fail_holding_a_payload(held: list[weakref.ref[Payload]]) -> None:
+    payload = Payload("of the failing frame")  # alive, once this returns, only through the traceback
+    held.append(weakref.ref(payload))
+    raise Failure("failed while holding a payload")
+
+
+def test_the_memory_ring_keeps_no_exception_frame_or_argument_of_the_caller_alive() -> None:
+    # The ring holds thousands of records: one kept as the stdlib record would keep its traceback's frames (every
+    # local of the failing code) or the caller's argument objects alive until it turns over.
+    ring = MemoryRingHandler(capacity=10)
+    logger = logging.getLogger("test.logs.ring_references")
+    logger.addHandler(ring)
+    logger.propagate = False  # pytest's capture handlers on the root would hold the records too
+    frame_locals: list[weakref.ref[Payload]] = []
+    try:
+        try:
+            fail_holding_a_payload(frame_locals)
+        except Failure as exc:
+            exception = weakref.ref(exc)
+            logger.exception("the call failed")
+        argument = Payload("as an argument")
+        logged_argument = weakref.ref(argument)
+        logger.warning("handed %s", argument)
+        del argument
+    finally:
+        logger.removeHandler(ring)
+        logger.propagate = True
+    gc.collect()
+    assert exception() is None, "the ring keeps the exception alive"
+    assert frame_locals[0]() is None, "the ring keeps the failing frame's locals alive"
+    assert logged_argument() is None, "the ring keeps the logged argument alive"
+    failed, handed = ring.records()
+    assert failed.message == "the call failed"
+    assert "Failure: failed while holding a payload" in failed.fields["exception"]
+    assert "fail_holding_a_payload" in failed.fields["exception"]  # the traceback's text outlives its frames
+    assert handed.message == "handed payload as an argument"
 
 
 # --- the file reader ----------------------------------------------------------------------------------------
