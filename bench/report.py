@@ -1,7 +1,8 @@
 """docs/benchmarks.md and its plot, written from the document bench/run.py saves as bench/results/latest.json.
 
 The page is generated; what is written by hand lives in bench/findings/<group>.md (profiles, fixes with their
-before/after figures, why a target is out of reach) and is included under each group's table.
+before/after figures, why a target is out of reach), included under each group's table, and in
+bench/findings/summary.md (the missed targets at a glance), included at the top.
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def write_markdown(document: dict[str, Any], path: Path, plot: Path | None) -> N
         "clone), one group with the command in its row.",
         "",
     ]
+    summary = FINDINGS / "summary.md"  # what stands in the way of the missed targets, written by hand
+    if summary.exists():
+        lines += [summary.read_text().strip(), ""]
     if plot is not None:
         lines += [f"![scaling curves]({plot.relative_to(path.parent).as_posix()})", ""]
     for group in document["groups"]:

@@ -66,6 +66,8 @@ def test_the_page_shows_every_figure_with_its_baseline_spread_target_and_command
     assert "2.00× (1.00–3.00)" in row and "≥ 0.8×" in row and "met" in row and "`make bench`" in row
     assert "**1 of 1 targets met.**" in text
     assert "The group failed after 1.0 s: `RuntimeError: no`" in text
+    # The hand-written summary of the missed targets comes right after the count, before the first group.
+    assert text.index("### The targets missed") < text.index("## CallTool against a bare grpc.aio server")
 
 
 def test_a_quick_run_of_a_group_writes_its_figures(tmp_path):
