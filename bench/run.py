@@ -70,6 +70,10 @@ def _commit() -> str:
 
 
 def run_group(name: str, quick: bool) -> dict[str, Any]:
+    # Writes still on their way to the disk (the venv and tools `make bench` just installed, the previous group's
+    # 1 GiB log or 10,000 catalog files) go out first, so that their writeback does not land in this group's
+    # rounds: the process runner's temporary directory, for one, is journal work that contends with it.
+    os.sync()
     started = time.monotonic()
     print(f"bench: {name}...", file=sys.stderr, flush=True)
     try:
