@@ -6,9 +6,9 @@ is computed per round (A_i / B_i) and its median and spread are what the verdict
 
     figures = [
         Figure.from_rounds(
-            key="call_echo_qps_8", title="CallTool(echo) QPS, 8 in flight", unit="QPS",
+            key="call_qps_8_sampled10", title="CallTool(echo) QPS, 8 in flight", unit="QPS",
             measured=toolhost_samples, baseline=bare_samples, baseline_name="bare grpc.aio echo",
-            target=Target.ratio_at_least(0.8), command="make bench ONLY=call_path",
+            target=Target.ratio_at_least(0.8), command='make bench BENCH_ARGS="--only call_path"',
         )
     ]
 """
@@ -291,8 +291,8 @@ def quiet_env(**overrides: str) -> dict[str, str]:
     """This environment without OTEL_* settings of the caller's, plus `overrides`.
 
     BENCH_SERVER_PATH, when set, is put first on the servers' PYTHONPATH: the way to measure another version of
-    the server with today's harness (a before/after), e.g. from `git archive <commit> server | tar -x -C /tmp/old`
-    and BENCH_SERVER_PATH=/tmp/old/server.
+    the server with today's harness (a before/after), e.g. from
+    `mkdir -p /tmp/old && git archive <commit> server | tar -x -C /tmp/old` and BENCH_SERVER_PATH=/tmp/old/server.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     other_server = os.environ.get("BENCH_SERVER_PATH")
