@@ -291,16 +291,43 @@ async def test_each_call_gets_a_directory_no_call_had_whether_made_ahead_or_not(
 def test_the_hidden_directories_of_servers_that_are_gone_are_removed(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
-    dead, alive = gone.pid, os.getpid()
-    (tmp_path / f".toolhost-spare-{dead}-1").mkdir()
-    (tmp_path / f".toolhost-removed-{dead}-2" / "left" / "by").mkdir(parents=True)
-    (tmp_path / f".toolhost-removed-{dead}-2" / "tool").write_text("data")
-    kept = [f".toolhost-spare-{alive}-3", f".toolhost-removed-{alive}-4", ".toolhost-spare-x-5", "toolhost-call-6"]
+    alive = process_table.read_stat(os.getpid())
+    assert alive is not None
+    dead, here, started = gone.pid, alive.pid, alive.start_time
+    (tmp_path / f".toolhost-spare-{dead}-{started}-1").mkdir()
+    (tmp_path / f".toolhost-removed-{dead}-{started}-2" / "left" / "by").mkdir(parents=True)
+    (tmp_path / f".toolhost-removed-{dead}-{started}-2" / "tool").write_text("data")
+    # The same pid, started at another time: a server gone whose pid a new process (in a restarted container,
+    # the new server itself as pid 1) has since.
+    (tmp_path / f".toolhost-removed-{here}-{started + 1}-3").mkdir()
+    (tmp_path / f".toolhost-spare-99999999999999999999999-{started}-4").mkdir()
+    kept = [f".toolhost-spare-{here}-{started}-5", f".toolhost-removed-{here}-{started}-6", ".toolhost-spare-x-1-7",
+            "toolhost-call-8",
+            # Names anyone can put in /tmp, which must neither be read as numbers nor stop the others' removal.
+            f".toolhost-spare-\u00b2-{started}-9", f".toolhost-removed-{dead}-\u00b2-10"]
     for name in kept:
         (tmp_path / name).mkdir()
-    (tmp_path / f".toolhost-spare-{dead}-7").write_text("not a directory")
+    (tmp_path / f".toolhost-spare-{dead}-{started}-11").write_text("not a directory")
     process_dirs.clear_stale(str(tmp_path))
-    assert sorted(os.listdir(tmp_path)) == sorted([*kept, f".toolhost-spare-{dead}-7"])
+    assert sorted(os.listdir(tmp_path)) == sorted([*kept, f".toolhost-spare-{dead}-{started}-11"])
+
+
+async def test_a_spare_directory_a_tool_wrote_into_is_not_given_to_the_next_call(tmp_path, monkeypatch):
+    # A tool running as the server's user can find the spare made during its call and leave files (a HOME's
+    # dotfiles) or open it to others; the next call, perhaps another caller's, must start in a fresh directory.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    show = "import os; print(os.getcwd(), sorted(os.listdir()), oct(os.stat('.').st_mode & 0o777))"
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", show]})
+    for tamper in (lambda spare: (spare / ".gitconfig").write_text("[core]"), lambda spare: spare.chmod(0o777)):
+        await runner.run(Invocation(tool, {}, "before", 10))
+        await eventually(lambda: any(n.startswith(process_dirs.SPARE_PREFIX) for n in os.listdir(tmp_path)))
+        (spare,) = [tmp_path / n for n in os.listdir(tmp_path) if n.startswith(process_dirs.SPARE_PREFIX)]
+        tamper(spare)
+        outcome = await runner.run(Invocation(tool, {}, "next", 10))
+        assert outcome.failure is None, outcome.failure
+        assert outcome.output.split(" ", 1)[1].strip() == "[] 0o700"
+        # The tampered directory goes the way of a finished call's.
+        await eventually(lambda: not call_dirs_left(tmp_path))
 
 
 async def test_a_configured_cwd_is_used_and_home_is_nonexistent(start_server, tmp_path):

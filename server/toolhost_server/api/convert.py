@@ -123,7 +123,9 @@ def _list_entry(message: tool_pb2.Tool) -> bytes:
 
 
 class ToolMessages:
-    """The Tool messages of the serving snapshot, built when a snapshot is made, not per request.
+    """The Tool messages of the serving snapshot: each tool's BASIC entry serialized when the snapshot is made,
+    its FULL entry on the first request that wants it. A page joins the kept bytes; a request for one tool's
+    message parses its entry.
 
     Unchanged tools (the same ToolSpec object, which the catalog reader reuses for unchanged files) keep
     their messages across reloads, so a reload only pays for what changed.

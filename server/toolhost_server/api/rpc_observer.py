@@ -14,7 +14,7 @@ rpc.grpc.status_code 0 and status UNSET for every refused call (its context wrap
 `abort_with_status`, which every error here goes through), and recorded each refusal twice as an exception
 event whose stack trace quotes the domain error, such as `/text: 12345 is not of type "string"`: an argument
 value, which spans must not hold. It also names spans with a leading slash and adds the deprecated net.peer.*
-attributes. This interceptor reads the final code from the context, and records no exception.
+attributes. The observer here reads the final code from the context, and records no exception.
 """
 
 from __future__ import annotations

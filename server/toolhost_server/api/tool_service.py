@@ -28,7 +28,7 @@ from .status import status_of, translate_errors
 
 SERVICE_NAME = tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"].full_name
 # The caller's W3C trace context, which the remote runner passes on when this server does not trace itself
-# (when it does, the server span interceptor has made it the parent of this call's spans).
+# (when it does, the RPC observer's server span has made it the parent of this call's spans).
 TRACE_METADATA_KEYS = TRACE_CONTEXT_KEYS
 
 

@@ -5,9 +5,11 @@ benchmark machine (journal, online discard) mkdir took 40-110 µs and rmdir 100-
 0.7 ms and 2 ms while other processes wrote to it, against 1.5-2 ms for a whole call of `true`; a rename in the
 same directory stayed at 20-40 µs. So the call's path only renames, and one worker thread does the rest:
 
-  - it makes a spare directory ahead, under a hidden name (`.toolhost-spare-<pid>-<random>`, 0700, empty); a
-    call renames the spare to its own `toolhost-call-<random>` name, or makes one itself when none is ready;
-  - a finished call's directory is renamed to a hidden name (`.toolhost-removed-<pid>-<random>`): from then on
+  - it makes a spare directory ahead, under a hidden name (`.toolhost-spare-<pid>-<start>-<random>`, 0700,
+    empty); a call renames the spare to its own `toolhost-call-<random>` name and takes it only if it is still
+    a 0700 directory of the server's user with nothing in it (a tool running as that user can find the spare
+    and write into it, and the next call may be another caller's), else makes one itself;
+  - a finished call's directory is renamed to a hidden name (`.toolhost-removed-<pid>-<start>-<random>`): from then on
     the call's path names nothing, which is what the call promises, and no other call is ever given it. The
     worker then removes it with whatever the tool left in it (the call's processes were stopped before). Where
     that rename fails, the directory is removed before the call returns, as it always was.
@@ -16,7 +18,8 @@ No directory is given to two calls: a spare is taken by one call only, and a cal
 This moves work off the call's path; it does not save it: on a machine without an idle core the worker
 competes with the calls. At exit the worker finishes what is queued and removes the spare. A server killed
 meanwhile leaves its hidden directories behind; the next server to start a call removes those of processes that
-no longer exist (its `pid` part), with whatever a tool left in them.
+no longer run (`pid` and `start`, the process's start time: a restarted container's server is pid 1 again), with
+whatever a tool left in them.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import atexit
 import collections
 import contextlib
 import functools
+import logging
 import os
 import queue
 import secrets
@@ -33,7 +37,10 @@ import shutil
 import stat
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import Final
+
+from .process_table import read_stat
 
 CALL_DIR_PREFIX: Final = "toolhost-call-"
 SPARE_PREFIX: Final = ".toolhost-spare-"
@@ -49,6 +56,8 @@ _spares: collections.deque[str] = collections.deque()
 _jobs: queue.SimpleQueue[tuple[str, tuple[str, ...]] | str | None] = queue.SimpleQueue()
 _STOP: Final = "stop"
 
+logger = logging.getLogger("toolhost.runners.process")
+
 
 def make_call_dir() -> str:
     """A new private (0700) directory for one call, in the temporary directory (TMPDIR, or /tmp)."""
@@ -61,12 +70,21 @@ def make_call_dir() -> str:
             named = _name(parent, CALL_DIR_PREFIX)
             with contextlib.suppress(OSError):
                 os.rename(spare, named)
-                path = named
+                spare = named
+                if _untouched(named):
+                    path = named
         if not path and worker is not None:
             _jobs.put((spare, ()))
     if worker is not None:
         _jobs.put(None)  # the next spare
     return path or new_dir(parent, CALL_DIR_PREFIX)
+
+
+def _untouched(path: str) -> bool:
+    """Whether `path` is still as new_dir made it: a directory of this user, 0700, empty."""
+    status = os.lstat(path)
+    return (stat.S_ISDIR(status.st_mode) and status.st_uid == os.geteuid() and stat.S_IMODE(status.st_mode) == 0o700
+            and not os.listdir(path))
 
 
 def new_dir(parent: str, prefix: str) -> str:
@@ -81,9 +99,16 @@ def new_dir(parent: str, prefix: str) -> str:
 
 
 def _name(parent: str, prefix: str) -> str:
-    # The hidden names carry the server's pid, by which a later server tells a dead server's leftovers.
-    middle = "" if prefix == CALL_DIR_PREFIX else f"{os.getpid()}-"
+    # The hidden names carry the server's pid and start time, by which a later server tells a dead server's
+    # leftovers.
+    middle = "" if prefix == CALL_DIR_PREFIX else f"{_this_process()}-"
     return os.path.join(parent, f"{prefix}{middle}{secrets.token_hex(8)}")
+
+
+@functools.cache
+def _this_process() -> str:
+    own = read_stat(os.getpid())
+    return f"{os.getpid()}-{own.start_time if own is not None else 0}"
 
 
 async def discard_call_dir(call_dir: str, inside: tuple[str, ...] = ()) -> None:
@@ -95,7 +120,8 @@ async def discard_call_dir(call_dir: str, inside: tuple[str, ...] = ()) -> None:
     except OSError:
         await asyncio.to_thread(remove_tree, call_dir, inside)
         return
-    if _worker() is None:  # the interpreter is exiting: no more threads
+    worker = _worker()
+    if worker is None or not worker.is_alive():  # the interpreter is exiting: no more threads
         remove_tree(hidden, inside)
     else:
         _jobs.put((hidden, inside))
@@ -115,15 +141,21 @@ def remove_tree(path: str, inside: tuple[str, ...] = ()) -> None:
 
 def clear_stale(parent: str) -> None:
     """Remove the hidden directories in `parent` that servers no longer running left behind (killed ones):
-    only directories of this user, named with the pid of a process that does not exist."""
+    only directories of this user, named with the pid and start time of a process that does not run now."""
+    if read_stat(os.getpid()) is None:
+        return  # no /proc to tell a running server from a gone one
     try:
         names = os.listdir(parent)
     except OSError:
         return
     for name in names:
         prefix = SPARE_PREFIX if name.startswith(SPARE_PREFIX) else REMOVED_PREFIX
-        pid = name[len(prefix):].partition("-")[0] if name.startswith(prefix) else ""
-        if not pid.isdigit() or _running(int(pid)):
+        if not name.startswith(prefix):
+            continue
+        pid, _, rest = name[len(prefix):].partition("-")
+        start = rest.partition("-")[0]
+        # Anyone may name an entry in /tmp: only ASCII digits are read as numbers.
+        if not (pid.isascii() and pid.isdigit() and start.isascii() and start.isdigit()) or _running(pid, start):
             continue
         path = os.path.join(parent, name)
         with contextlib.suppress(OSError):
@@ -132,14 +164,10 @@ def clear_stale(parent: str) -> None:
                 remove_tree(path)
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: it exists
-        return True
-    return True
+def _running(pid: str, start: str) -> bool:
+    """Whether the process `pid` that started at `start` runs: a pid alone may be another process's by now."""
+    found = read_stat(int(pid))
+    return found is not None and int(start) == found.start_time
 
 
 @functools.cache
@@ -155,14 +183,22 @@ def _worker() -> threading.Thread | None:
 
 
 def _work() -> None:
-    clear_stale(tempfile.gettempdir())
+    _survive(clear_stale, tempfile.gettempdir())
     while (job := _jobs.get()) != _STOP:
         if isinstance(job, tuple):
-            remove_tree(*job)
+            _survive(remove_tree, *job)
         elif job is None and len(_spares) < SPARES:
             # A failure (TMPDIR gone, disk full) is the next call's own mkdir to report.
             with contextlib.suppress(OSError):
                 _spares.append(new_dir(tempfile.gettempdir(), SPARE_PREFIX))
+
+
+def _survive(job: Callable[..., None], *args: str | tuple[str, ...]) -> None:
+    """Run one job; a failure is logged and the worker goes on: every later call's directory depends on it."""
+    try:
+        job(*args)
+    except Exception:
+        logger.exception("removing temporary call directories failed")
 
 
 def _stop(thread: threading.Thread) -> None:

@@ -40,7 +40,7 @@ class ProcessStat:
 
 def read_proc_file(path: str) -> bytes:
     """The whole of a small /proc file, with bare system calls: open() with its buffering, fstat and isatty
-    costs twice as much, and every call reads three of these."""
+    costs twice as much, and every process call reads several."""
     descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = []
