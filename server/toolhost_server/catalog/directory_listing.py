@@ -1,17 +1,18 @@
 """Finds the YAML files of catalog directories, and remembers a directory's listing while it cannot have changed.
 
-Creating, removing or renaming an entry updates its directory's modification time. So a directory whose
-(device, inode, mtime) and real path are what they were at the last listing still holds the same entries, and a
-reload does not scan it again: one stat per directory instead of a scandir with per-entry checks, a quarter of
-a reload of 10,000 unchanged files (bench/findings/catalog_scale.md). Whether a file's content changed is not
-this module's question: the reader stats every file.
+Creating, removing or renaming an entry updates its directory's modification and change times. So a directory
+whose (device, inode, mtime, ctime) and real path are what they were at the last listing still holds the same
+entries, and a reload does not scan it again: a stat per directory instead of a scandir with per-entry checks, a
+quarter of a reload of 10,000 unchanged files (bench/findings/catalog_scale.md). The ctime is what catches an
+mtime put back after the change (tar, rsync -a, cp -a and touch -d do that): no program can set the ctime. Whether a
+file's content changed is not this module's question: the reader stats every file.
 
-Two things can change under an unchanged directory mtime, and so are never remembered:
+Two things can change under an unchanged directory identity, and so are never remembered:
 - a directory holding a symbolic link (its target may vanish or change type; a ConfigMap's files are all
   links) or an entry that could not be examined: listed again on every read;
 - a directory changed twice within one tick of the file system's clock (two files created in the same few
-  milliseconds show one mtime): a listing is only remembered when the directory's mtime is at least
-  RACY_SECONDS older than the moment the listing began, so any later change must move the mtime (the
+  milliseconds show one mtime and ctime): a listing is only remembered when the directory's mtime and ctime are
+  at least RACY_SECONDS older than the moment the listing began, so any later change must move the mtime (the
   reasoning of git's "racily clean" index entries). The margin covers coarse timestamps (2 s on FAT).
 """
 
@@ -29,6 +30,7 @@ from ..registry import CatalogProblem
 
 CATALOG_SUFFIXES = (".yaml", ".yml")
 RACY_SECONDS = 5
+_clock_ns = time.time_ns  # the wall clock file times are set from (tests move it on)
 
 
 class CatalogDirectoryError(Exception):
@@ -52,7 +54,7 @@ class CatalogFile(NamedTuple):
 # CatalogFile(...) goes through a Python-level __new__; this is the same, made in one C call.
 _new_file = tuple.__new__
 
-_Identity = tuple[int, int, int]  # st_dev, st_ino, st_mtime_ns of a directory
+_Identity = tuple[int, int, int, int]  # st_dev, st_ino, st_mtime_ns, st_ctime_ns of a directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +78,7 @@ class CatalogLister:
         entries skipped (a ConfigMap's `..data` and `..2024_...` directories hold the same files as its
         visible links). An entry that cannot be examined (a symlink loop) is listed with its problem; a
         directory that cannot be listed raises CatalogDirectoryError, and nothing is remembered from the read."""
-        listing_began_ns = time.time_ns()
+        listing_began_ns = _clock_ns()
         remembered: dict[str, _Listing] = {}
         found: list[CatalogFile] = []
         for directory in directories:
@@ -101,13 +103,13 @@ class CatalogLister:
             real_path = os.path.realpath(directory)
         except OSError as exc:
             raise _cannot_list(directory, exc) from exc
-        identity = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        identity = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
         known = self._remembered.get(directory)
         if known is not None and known.identity == identity and known.real_path == real_path:
             remembered[directory] = known
             return known
         listing, stable = _scan(directory, real_path, identity)
-        if stable and st.st_mtime_ns < listing_began_ns - RACY_SECONDS * 1_000_000_000:
+        if stable and max(st.st_mtime_ns, st.st_ctime_ns) < listing_began_ns - RACY_SECONDS * 1_000_000_000:
             remembered[directory] = listing
         return listing
 

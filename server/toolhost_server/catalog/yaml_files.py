@@ -38,8 +38,9 @@ class CatalogRead:
     problems: list[CatalogProblem]
 
 
-# (real path, inode, mtime_ns, size): a plain tuple, compared once per file and reload.
-_FileKey = tuple[str, int, int, int]
+# (real path, inode, mtime_ns, ctime_ns, size): a plain tuple, compared once per file and reload. The ctime catches
+# a rewrite that put the mtime back (tar, rsync -a).
+_FileKey = tuple[str, int, int, int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +88,7 @@ class YamlCatalogReader:
                     except OSError:
                         pass
                     else:
-                        if cached.key == (real_path, st.st_ino, st.st_mtime_ns, st.st_size):
+                        if cached.key == (real_path, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size):
                             parsed[path] = cached
                             result = cached.result
                 if result is None:
@@ -110,7 +111,7 @@ class YamlCatalogReader:
         try:
             with open(path, "rb") as handle:
                 st = os.fstat(handle.fileno())
-                key = (real_path, st.st_ino, st.st_mtime_ns, st.st_size)
+                key = (real_path, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
                 if cached is not None and cached.key == key:
                     self._parsed[path] = cached
                     return cached.result
