@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import os
+import sys
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator
@@ -28,7 +29,7 @@ from toolhost_server.logs.memory import MemoryLogReader, MemoryRingHandler
 from toolhost_server.logs.query import LogFilter, LogQuery
 from toolhost_server.logs.record import LogRecord, format_time
 from toolhost_server.logs.reverse_lines import BLOCK_SIZE
-from toolhost_server.sanitize import Redactor
+from toolhost_server.sanitize import RedactingLogFilter, Redactor
 from toolhost_server.serve import configure_logging
 from toolhost_server.store.database import Store
 from toolhost_server.store.engine import sqlite_file_url
@@ -91,6 +92,32 @@ def test_json_lines_carry_time_level_logger_message_trace_ids_and_extra_fields()
     assert list(inside)[:6] == ["time", "level", "logger", "message", "trace_id", "span_id"]
     assert (outside["trace_id"], outside["span_id"]) == ("", "")
     assert outside["level"] == "ERROR" and "ValueError: boom" in outside["exception"]
+
+
+def test_an_extra_field_never_replaces_the_traceback_nor_loses_the_line():
+    try:
+        raise ValueError("the real failure")
+    except ValueError:
+        record = logging.LogRecord("app", logging.ERROR, __file__, 1, "failed", None, sys.exc_info())
+    # An empty name, and a value json cannot encode as it is (a tuple key): the walk's path.
+    setattr(record, "", "empty")
+    record.exception = "not the traceback"
+    record.detail = {("a", "b"): 1}
+    line = json.loads(JsonLogFormatter().format(record))
+    assert "ValueError: the real failure" in line["exception"]
+    assert line[""] == "empty" and line["detail"] == {"('a', 'b')": 1}
+
+
+def test_a_full_batch_of_lines_is_written_by_the_thread_that_logs_it():
+    # A blocked stream then holds up the logging threads, as a plain StreamHandler would, instead of memory.
+    stream = io.StringIO()
+    handler = BufferedStreamHandler(stream, flush_seconds=3600, max_lines=3)
+    try:
+        for index in range(3):
+            handler.handle(logging.LogRecord("app", logging.INFO, __file__, 1, f"line {index}", None, None))
+        assert stream.getvalue().splitlines() == ["line 0", "line 1", "line 2"]
+    finally:
+        handler.close()
 
 
 def test_the_format_is_text_on_a_terminal_and_json_elsewhere():
@@ -206,6 +233,37 @@ def test_the_memory_ring_keeps_no_exception_frame_or_argument_of_the_caller_aliv
     assert "Failure: failed while holding a payload" in failed.fields["exception"]
     assert "fail_holding_a_payload" in failed.fields["exception"]  # the traceback's text outlives its frames
     assert handed.message == "handed payload as an argument"
+
+
+def test_the_memory_ring_shows_what_was_logged_not_what_the_callers_objects_became_since() -> None:
+    # The ring may keep a record unconverted until it is read, but only one that holds nothing the caller can
+    # still change: an extra dict filled in later, or an object logged as the message, would otherwise show a
+    # secret the redaction never saw.
+    ring = MemoryRingHandler(capacity=10)
+    ring.addFilter(RedactingLogFilter(Redactor()))
+    logger = logging.getLogger("test.logs.ring_changes")
+    logger.addHandler(ring)
+    logger.propagate = False
+    state = {"user": "bob"}
+
+    class Status:
+        text = "all quiet"
+
+        def __str__(self) -> str:
+            return self.text
+
+    status = Status()
+    try:
+        logger.warning("state", extra={"state": state})
+        logger.warning(status)
+    finally:
+        logger.removeHandler(ring)
+        logger.propagate = True
+    state["password"] = "hunter2-secret"
+    status.text = "password=hunter2-secret"
+    with_state, with_status = ring.records()
+    assert with_state.fields["state"] == {"user": "bob"}
+    assert with_status.message == "all quiet"
 
 
 # --- the file reader ----------------------------------------------------------------------------------------

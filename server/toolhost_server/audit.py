@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from .batching import BatchWriter
+from .logs.record import EXTRAS_FINAL
 from .sanitize import REDACTED_BY, LearningRedactor, Redactor
 
 logger = logging.getLogger("toolhost.audit")
@@ -93,7 +94,7 @@ class AuditTrail:
 
     def _log(self, entry: AuditRecord) -> None:
         fields = entry.as_dict()
-        extra: dict[str, Any] = {"audit": fields}
+        extra: dict[str, Any] = {"audit": fields, EXTRAS_FINAL: True}  # `fields` is this record's alone
         if self._redactor is not None:
             redactor = self._redactor.current if isinstance(self._redactor, LearningRedactor) else self._redactor
             # What the caller chose (its identity, the tool name it asked for, its call id and argument keys);

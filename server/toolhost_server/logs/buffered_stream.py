@@ -2,10 +2,11 @@
 
 A write to stderr per record (one system call, and the stream's lock) cost as much as the rest of an audited
 CallTool(echo). Here a record becomes its line in the emitting thread (where its span is current and before
-anything can change it) and joins a list; a daemon thread writes the list every `flush_seconds`, or at once
-when it holds `max_lines`. A WARNING or worse is written before `emit` returns, with all that waited before
-it, so that the line explaining a crash is out before the crash. `flush()` (called by logging.shutdown at exit,
-and on close) writes what is waiting; a process killed with SIGKILL loses at most `flush_seconds` of lines.
+anything can change it) and joins a list; a daemon thread writes the list every `flush_seconds`, and the
+emitting thread itself when it holds `max_lines` (so a blocked stream holds up logging rather than memory). A
+WARNING or worse is written before `emit` returns, with all that waited before it, so that the line explaining a
+crash is out before the crash. `flush()` (called by logging.shutdown at exit, and on close) writes what is
+waiting; a process killed with SIGKILL loses at most `flush_seconds` (or `max_lines`) of lines.
 
     handler = BufferedStreamHandler(sys.stderr)
     handler.setFormatter(JsonLogFormatter())
@@ -41,10 +42,10 @@ class BufferedStreamHandler(logging.Handler):
         with self._waiting_lock:
             self._waiting.append(line)
             full = len(self._waiting) >= self._max_lines
-        if record.levelno >= logging.WARNING or self._closed:
+        if record.levelno >= logging.WARNING or self._closed or full:
+            # A full batch is written here too: while the stream blocks (a full pipe, a stalled collector) the
+            # emitting threads wait, as with a plain StreamHandler, instead of piling up lines without bound.
             self.flush()
-        elif full:
-            self._wake.set()
 
     def flush(self) -> None:
         with self._write_lock:

@@ -72,16 +72,16 @@ class JsonLogFormatter(logging.Formatter):
             entry["exception"] = exception
         # A set difference finds the few extra fields without a walk over every attribute in Python.
         attributes = vars(record)
-        extras = {name for name in attributes.keys() - STANDARD_ATTRIBUTES if name[0] != "_"}
+        extras = {name for name in attributes.keys() - STANDARD_ATTRIBUTES if not name.startswith("_")}
         if extras:
-            for name, value in attributes.items():  # in the order the record has them
-                if name in extras:
-                    entry.setdefault(name, value)
+            # In the order the record has them; never in place of a core key or the exception.
+            extras = {name for name in attributes if name in extras and name not in entry}
+            entry.update((name, attributes[name]) for name in attributes if name in extras)
         try:
             return _ENCODER.encode(entry)
         except (TypeError, ValueError):
             # Keys json refuses (a tuple, say): the walk turns them into text.
-            entry.update((name, value) for name, value in extra_fields(record).items() if name not in CORE_KEYS)
+            entry.update((name, value) for name, value in extra_fields(record).items() if name in extras)
             return _FALLBACK_ENCODER.encode(entry)
 
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from ..sanitize import LearningRedactor, RedactingLogFilter, Redactor
 from .query import LogQuery, ReadResult
 from .reader import LogReader
-from .record import LogRecord, from_logging_record
+from .record import EXTRAS_FINAL, STANDARD_ATTRIBUTES, LogRecord, from_logging_record
 from .trace_context import trace_ids_of
 
 MEMORY_SOURCE = "memory"
@@ -42,20 +42,31 @@ class _Held:
         self.converted: LogRecord | None = None
 
     def record(self) -> LogRecord:
-        if self.converted is None:
-            assert self.stdlib is not None
-            self.converted = from_logging_record(self.stdlib, MEMORY_SOURCE, self.position,
-                                                 (self.trace_id, self.span_id))
+        converted = self.converted
+        if converted is None:
+            stdlib = self.stdlib
+            if stdlib is None:  # another reader converted it meanwhile (it sets `converted` first)
+                assert self.converted is not None
+                return self.converted
+            converted = self.converted = from_logging_record(stdlib, MEMORY_SOURCE, self.position,
+                                                             (self.trace_id, self.span_id))
             self.stdlib = None
-        return self.converted
+        return converted
 
 
 def _holds_nothing_else(record: logging.LogRecord) -> bool:
-    """Whether keeping `record` keeps nothing alive but itself: no traceback (its frames hold every local of
-    the failing code) and message arguments that are plain values."""
+    """Whether keeping `record` keeps nothing alive but itself, and nothing that could change before it is read
+    (what the ring shows must be what was redacted): no traceback (its frames hold every local of the failing
+    code), a message that is a str, arguments and extra fields that are plain values (or extras marked final)."""
     args = record.args
-    return record.exc_info is None and (not args or (isinstance(args, tuple) and all(
-        isinstance(arg, _SCALARS) for arg in args)))
+    if record.exc_info is not None or type(record.msg) is not str:
+        return False
+    if args and not (isinstance(args, tuple) and all(isinstance(arg, _SCALARS) for arg in args)):
+        return False
+    attributes = vars(record)
+    return bool(attributes.get(EXTRAS_FINAL)) or all(
+        isinstance(attributes[name], _SCALARS) for name in attributes.keys() - STANDARD_ATTRIBUTES
+        if not name.startswith("_"))
 
 
 class MemoryRingHandler(logging.Handler):
@@ -90,7 +101,10 @@ class MemoryRingHandler(logging.Handler):
     def records(self) -> list[LogRecord]:
         """A copy of the ring, oldest first."""
         with self._ring_lock:
-            return [entry.record() for entry in self._records]
+            held = list(self._records)
+        # Converted outside the lock: the first read of a full ring converts thousands of records, and every
+        # log line waits for the lock meanwhile. Two readers converting one entry at once make the same record.
+        return [entry.record() for entry in held]
 
     def oldest_time(self) -> datetime | None:
         """The time of the oldest record still held: the ring is complete from there on."""

@@ -21,6 +21,11 @@ _ALIASES = {"TRACE": "DEBUG", "FINE": "DEBUG", "NOTICE": "INFO", "WARN": "WARNIN
 STANDARD_ATTRIBUTES = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
     "message", "asctime", "taskName", "trace_id", "span_id"}
 
+# Set (through `extra=`) by a writer whose extra fields are its own and never change after the call, such as the
+# audit trail's: the memory ring may keep such a record unconverted. Other records' extras are the caller's
+# objects, which could change (and then show an unredacted secret) or stay alive while the ring holds them.
+EXTRAS_FINAL = "_extras_final"
+
 SortKey = tuple[datetime, str, tuple[int, ...]]
 # Every log line asks: the usual numbers without a search.
 _STANDARD_LEVELS = {logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARNING",
