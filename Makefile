@@ -18,7 +18,8 @@ GEN_DIRS := $(PY_GEN_DIR)/toolhost/v1 clients/go/gen $(TS_DIR)/src/gen $(TS_DIR)
 # The baseline `buf breaking` compares proto/ with: the contract as last released (refresh: make proto-baseline).
 PROTO_BASELINE := tools/proto-baseline/toolhost-v1.binpb
 
-.PHONY: help run test test-go test-ts bench generate check-generated lint breaking proto-baseline tools venv clean
+.PHONY: help run test test-go test-ts bench generate check-generated lint breaking proto-baseline tools venv clean \
+	os-packages-test os-packages-bench dist
 
 help:
 	@echo "make run              start the server on its defaults (gRPC 127.0.0.1:50051, bundled catalog)"
@@ -42,9 +43,9 @@ $(GO_TOOLS) &: tools/go.mod tools/go.sum
 	cd tools && GOBIN=$(TOOLS_BIN) GOFLAGS=-mod=mod go install tool
 	touch $(GO_TOOLS)
 
+# npm ci, never npm install: it installs exactly the tracked lock and leaves it unchanged.
 $(BUF): tools/package.json tools/package-lock.json
-	# Not `npm ci`: the registry here lacks buf's binaries for other platforms, which npm ci insists on.
-	npm install --prefix tools --no-audit --no-fund --silent
+	npm ci --prefix tools --no-audit --no-fund --silent
 	touch $@
 
 # protoc-gen-es comes with the TypeScript client's own dependencies, at the version its runtime expects.
@@ -54,10 +55,16 @@ $(PROTOC_GEN_ES): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 
 tools: $(GO_TOOLS) $(BUF) $(PROTOC_GEN_ES)
 
+# The Debian packages tools/os-packages.txt lists for a purpose (ping, traceroute, PostgreSQL 15 for the tests),
+# installed when missing: as root, by sudo -n, or else make stops with the command to run.
+# (Named targets, not a pattern rule: make never looks for a pattern rule to build a .PHONY target.)
+os-packages-test os-packages-bench:
+	tools/ensure-os-packages.sh $(@:os-packages-%=%)
+
 run: venv
 	$(BIN)/toolhost serve
 
-test: venv tools
+test: os-packages-test venv tools
 	PATH="$(TOOLS_BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-go test-ts
 
@@ -97,7 +104,7 @@ $(HEY):
 bench:
 	@# The Python dependencies and the two Go load generators install side by side: on a fresh clone they are
 	@# minutes of downloads each, and `make bench` must finish within ten.
-	$(MAKE) --no-print-directory -j3 $(BENCH_STAMP) $(GHZ) $(HEY)
+	$(MAKE) --no-print-directory -j3 os-packages-bench $(BENCH_STAMP) $(GHZ) $(HEY)
 	GHZ=$(GHZ) HEY=$(HEY) $(BIN)/python -m bench.run $(BENCH_ARGS)
 
 # Generated Python goes next to the hand-written client; see clients/python/src/toolhost/v1. $(1) is the root

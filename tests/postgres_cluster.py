@@ -90,7 +90,7 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
     initdb, pg_ctl = POSTGRES_BIN / "initdb", POSTGRES_BIN / "pg_ctl"
     if not (initdb.exists() and pg_ctl.exists()):
         pytest.fail(f"PostgreSQL server programs not found in {POSTGRES_BIN}: install postgresql-15 "
-                    "(apt-get install postgresql-15; .ci/run does) or point TOOLHOST_TEST_POSTGRES_BIN at them")
+                    "(apt-get install postgresql-15; make test does) or point TOOLHOST_TEST_POSTGRES_BIN at them")
     as_user = _as_server_user()
     directory = Path(tempfile.mkdtemp(prefix="toolhost-postgres-"))
     cluster = PostgresCluster(directory, _free_port(), secrets.token_urlsafe(18))
