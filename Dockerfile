@@ -16,7 +16,7 @@ COPY constraints.txt pyproject.toml README.md ./
 COPY clients/python clients/python
 COPY server server
 RUN python -m venv /opt/toolhost \
- && /opt/toolhost/bin/pip install --no-cache-dir --only-binary=:all: --no-binary=toolhost,toolhost-server \
+ && /opt/toolhost/bin/pip install --no-cache-dir --only-binary=:all: --no-binary=toolhost-client,toolhost-server \
       -c constraints.txt ./clients/python .
 
 FROM python:3.11-slim-bookworm

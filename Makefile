@@ -28,7 +28,8 @@ help:
 	@echo "make check-generated  fail when the committed generated code differs from proto/"
 	@echo "make lint             buf lint, buf breaking (against $(PROTO_BASELINE)), ruff and mypy --strict"
 	@echo "make bench            measure toolhost against bare gRPC and the MCP SDK (docs/benchmarks.md)"
-	@echo "make tools            install pinned grpcurl, grpc-health-probe and buf into .tools/ and tools/"
+	@echo "make dist             build the release artifacts into dist/: Python sdists and wheels, the npm tarball"
+	@echo "make tools            install pinned grpcurl, grpc-health-probe, actionlint and buf into .tools/ and tools/"
 
 $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,7 +39,7 @@ $(STAMP): pyproject.toml clients/python/pyproject.toml constraints.txt
 venv: $(STAMP)
 
 # Go tools are pinned in tools/go.mod (tool directives); `go install tool` builds every one of them.
-GO_TOOLS := $(addprefix $(TOOLS_BIN)/,grpcurl grpc-health-probe protoc-gen-go protoc-gen-go-grpc)
+GO_TOOLS := $(addprefix $(TOOLS_BIN)/,grpcurl grpc-health-probe protoc-gen-go protoc-gen-go-grpc actionlint)
 $(GO_TOOLS) &: tools/go.mod tools/go.sum
 	cd tools && GOBIN=$(TOOLS_BIN) GOFLAGS=-mod=mod go install tool
 	touch $(GO_TOOLS)
@@ -106,6 +107,18 @@ bench:
 	@# minutes of downloads each, and `make bench` must finish within ten.
 	$(MAKE) --no-print-directory -j3 os-packages-bench $(BENCH_STAMP) $(GHZ) $(HEY)
 	GHZ=$(GHZ) HEY=$(HEY) $(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# The release artifacts, into $(DIST_DIR): the Python client's and the server's sdists and wheels in python/ (each
+# wheel built from its sdist, which proves the sdist complete), the TypeScript client's npm tarball in npm/ (its
+# prepack script compiles it). Go has no artifact: its module is the repository at the tag clients/go/vX.Y.Z.
+DIST_DIR ?= $(CURDIR)/dist
+
+dist: venv $(PROTOC_GEN_ES)
+	rm -rf $(DIST_DIR)/python $(DIST_DIR)/npm
+	$(BIN)/python -m build --outdir $(DIST_DIR)/python clients/python
+	$(BIN)/python -m build --outdir $(DIST_DIR)/python .
+	mkdir -p $(DIST_DIR)/npm
+	cd $(TS_DIR) && npm pack --silent --pack-destination $(DIST_DIR)/npm
 
 # Generated Python goes next to the hand-written client; see clients/python/src/toolhost/v1. $(1) is the root
 # of the tree to write (the repository, or a scratch copy for check-generated).

@@ -94,7 +94,7 @@ def write_tool(directory: Path, name: str, body: str = "", filename: str | None 
 
 
 def tool_binary(name: str) -> str:
-    """The path of a pinned developer tool installed by `make tools` (grpcurl, grpc-health-probe)."""
+    """The path of a pinned developer tool installed by `make tools` (grpcurl, grpc-health-probe, actionlint)."""
     path = TOOLS_BIN / name
     if path.exists():
         return str(path)
