@@ -4,11 +4,22 @@
 //	if err != nil { ... }
 //	defer client.Close()
 //	for tool, err := range client.ListTools(ctx, toolhost.Filter{Category: "network"}) { ... }
-//	result, err := client.CallTool(ctx, "echo", map[string]any{"text": "hello"})
+//	result, err := client.CallTool(ctx, "echo", map[string]any{"text": "hello"}, toolhost.WithCallID("job-42"))
+//	for entry, err := range client.QueryLogs(ctx, toolhost.LogQuery{Text: "job-42"}) { ... }
 //
 // The generated messages and stubs are in the gen/toolhost/v1 package (toolhostv1). Errors from the server are
 // *Error values carrying the gRPC code, the google.rpc.ErrorInfo reason and any field violations; a tool that
 // ran and failed is a normal result with Success false.
+//
+// # JSON values
+//
+// The proto carries a tool's JSON values (structured output, parameter defaults and enums, log record fields)
+// as google.protobuf.Value messages, which a program would have to walk case by case.
+// StructuredOutput, DecodeStructuredOutput, ParameterDefault, ParameterEnum and LogEntry.Fields give them as
+// JSON text instead. A Value carries every number as a double: a whole number up to 2^53 comes out with exactly
+// its integer digits (9007199254740992, never 9.007199254740992e+15), a larger one as the double nearest to it,
+// since that is all the server sent. NaN and the infinities, which JSON cannot hold, come out as the strings
+// "NaN", "Infinity" and "-Infinity", as protojson writes them. Object keys come out sorted.
 package toolhost
 
 import (
@@ -32,6 +43,7 @@ const DefaultMaxReceiveBytes = 64 << 20
 type Client struct {
 	conn  *grpc.ClientConn
 	tools toolhostv1.ToolServiceClient
+	logs  toolhostv1.LogServiceClient
 }
 
 // Dial connects to target ("host:port", "dns:///host:port" or "unix:///path"). The connection is made lazily;
@@ -49,14 +61,21 @@ func Dial(target string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("toolhost: dial %s: %w", target, err)
 	}
-	return &Client{conn: conn, tools: toolhostv1.NewToolServiceClient(conn)}, nil
+	return &Client{
+		conn:  conn,
+		tools: toolhostv1.NewToolServiceClient(conn),
+		logs:  toolhostv1.NewLogServiceClient(conn),
+	}, nil
 }
 
 // Close releases the connection; calls in flight fail with codes.Canceled.
 func (c *Client) Close() error { return c.conn.Close() }
 
-// Raw returns the generated stub, for RPCs or options the wrapper does not cover.
+// Raw returns the generated ToolService stub, for RPCs or options the wrapper does not cover.
 func (c *Client) Raw() toolhostv1.ToolServiceClient { return c.tools }
+
+// RawLogs returns the generated LogService stub on the same connection, as Raw does for ToolService.
+func (c *Client) RawLogs() toolhostv1.LogServiceClient { return c.logs }
 
 // Filter selects tools for ListTools; every field that is set must match. PageSize 0 lets the server choose
 // (100); View defaults to BASIC (no parameters, schemas or examples).
@@ -107,14 +126,16 @@ func (c *Client) GetTool(ctx context.Context, name string) (*toolhostv1.Tool, er
 
 // CallTool runs a tool and waits for its result. The context's deadline is the call's deadline. Arguments
 // travel as JSON text, so integers of any size arrive exactly. A tool that ran and failed is a result with
-// Success false and Error set, not an error.
-func (c *Client) CallTool(ctx context.Context, name string, arguments map[string]any) (*toolhostv1.CallToolResponse, error) {
+// Success false and Error set, not an error. StructuredOutput gives the result's structured output as JSON;
+// opts such as WithCallID apply to this call only.
+func (c *Client) CallTool(ctx context.Context, name string, arguments map[string]any, opts ...CallOption) (*toolhostv1.CallToolResponse, error) {
 	text, err := argumentsJSON(arguments)
 	if err != nil {
 		return nil, err
 	}
+	call := callSettings(opts)
 	response, err := c.tools.CallTool(ctx, &toolhostv1.CallToolRequest{
-		Name: name, Args: &toolhostv1.CallToolRequest_ArgumentsJson{ArgumentsJson: text},
+		Name: name, Args: &toolhostv1.CallToolRequest_ArgumentsJson{ArgumentsJson: text}, CallId: call.callID,
 	})
 	if err != nil {
 		return nil, asError(err)
@@ -124,8 +145,9 @@ func (c *Client) CallTool(ctx context.Context, name string, arguments map[string
 
 // StreamCallTool runs a tool and yields its events as they happen: progress, output chunks, and last the
 // result (the same CallToolResponse CallTool returns). Cancelling ctx, or leaving the loop early, stops the
-// tool on the server. An error ends the iteration: it is yielded once with a nil event.
-func (c *Client) StreamCallTool(ctx context.Context, name string, arguments map[string]any) iter.Seq2[*toolhostv1.StreamCallToolResponse, error] {
+// tool on the server. An error ends the iteration: it is yielded once with a nil event. opts are CallTool's.
+func (c *Client) StreamCallTool(ctx context.Context, name string, arguments map[string]any, opts ...CallOption) iter.Seq2[*toolhostv1.StreamCallToolResponse, error] {
+	call := callSettings(opts)
 	return func(yield func(*toolhostv1.StreamCallToolResponse, error) bool) {
 		text, err := argumentsJSON(arguments)
 		if err != nil {
@@ -136,6 +158,7 @@ func (c *Client) StreamCallTool(ctx context.Context, name string, arguments map[
 		defer cancel() // leaving the loop early cancels the stream, which stops the tool
 		stream, err := c.tools.StreamCallTool(ctx, &toolhostv1.StreamCallToolRequest{
 			Name: name, Args: &toolhostv1.StreamCallToolRequest_ArgumentsJson{ArgumentsJson: text},
+			CallId: call.callID,
 		})
 		if err != nil {
 			yield(nil, asError(err))

@@ -3,6 +3,8 @@ package toolhost_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,6 +89,16 @@ func writeCatalog(dir string) {
 		"two_lines.yaml": "name: two_lines\ndescription: Prints two lines.\n" +
 			"runner: {type: script, script: \"#!/bin/sh\\necho one\\nsleep 0.2\\necho two\\n\"}\n",
 		"fails.yaml": "name: fails\ndescription: Exits 3.\nrunner: {type: script, script: \"#!/bin/sh\\necho bad >&2\\nexit 3\\n\"}\n",
+		// dict(**arguments) returns the arguments, defaults filled in, as the call's structured output.
+		"record.yaml": "name: record\ndescription: Returns its arguments.\n" +
+			"runner: {type: python, entrypoint: 'builtins:dict'}\nparameters:\n" +
+			"  - {name: count, type: integer, required: true}\n" +
+			"  - {name: size, type: string, enum: [small, large], default: small}\n" +
+			"  - {name: limit, type: integer, default: 10}\n" +
+			"  - {name: ratio, type: number, enum: [0.5, 2]}\n",
+		// json.loads raises on text that is not JSON: the server logs a WARNING naming the call id.
+		"parse_json.yaml": "name: parse_json\ndescription: Parses JSON.\n" +
+			"runner: {type: python, entrypoint: 'json:loads'}\nparameters: [{name: s, type: string, required: true}]\n",
 	}
 	for i := range 5 {
 		files[fmt.Sprintf("greet_%d.yaml", i)] = fmt.Sprintf("name: greet_%d\ndescription: Greets.\n"+
@@ -265,4 +277,310 @@ func TestATokenIsNeverSentInPlaintextOverTheNetwork(t *testing.T) {
 		t.Fatalf("loopback with the explicit opt-in: %v", err)
 	}
 	_ = client.Close()
+}
+
+// uniqueID is an id that no record the server already holds contains (the server outlives one test when
+// -count is above 1), so a log query by text finds this test's records only.
+func uniqueID(t *testing.T) string {
+	return fmt.Sprintf("go-%s-%d", strings.ToLower(t.Name()), time.Now().UnixNano())
+}
+
+// auditCallID is the call id of an audit record, "" for any other record.
+func auditCallID(t *testing.T, entry *toolhost.LogEntry) string {
+	t.Helper()
+	if entry.Logger != "toolhost.audit" {
+		return ""
+	}
+	var audit struct {
+		CallID string `json:"call_id"`
+	}
+	if err := json.Unmarshal(entry.Fields["audit"], &audit); err != nil {
+		t.Fatalf("audit fields of %q: %v", entry.Message, err)
+	}
+	return audit.CallID
+}
+
+// auditedCalls runs query and returns the call ids of the audit records it yields, in the order yielded.
+func auditedCalls(t *testing.T, client *toolhost.Client, query toolhost.LogQuery) []string {
+	t.Helper()
+	ids := []string{}
+	for entry, err := range client.QueryLogs(context10s(t), query) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id := auditCallID(t, entry); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func callWithID(t *testing.T, client *toolhost.Client, tool string, arguments map[string]any, id string,
+) *toolhostv1.CallToolResponse {
+	t.Helper()
+	result, err := client.CallTool(context10s(t), tool, arguments, toolhost.WithCallID(id))
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	return result
+}
+
+func TestStructuredOutputIsJSONWithWholeNumbersExact(t *testing.T) {
+	client := dial(t)
+	// 2^53 is the largest whole number a double (how a protobuf Value carries numbers) holds with all the ones
+	// below it: it must come out as these digits, not as 9.007199254740992e+15 nor rounded.
+	result := callWithID(t, client, "record", map[string]any{"count": int64(1) << 53}, uniqueID(t))
+	if !result.GetSuccess() {
+		t.Fatalf("record: %v", result)
+	}
+	text, ok := toolhost.StructuredOutput(result)
+	if want := `{"count":9007199254740992,"limit":10,"size":"small"}`; !ok || string(text) != want {
+		t.Errorf("structured output %s (%v), want %s", text, ok, want)
+	}
+	var plain map[string]any
+	if err := toolhost.DecodeStructuredOutput(result, &plain); err != nil {
+		t.Fatal(err)
+	}
+	if plain["count"] != json.Number("9007199254740992") || plain["size"] != "small" {
+		t.Errorf("decoded %#v; count must be the json.Number 9007199254740992", plain)
+	}
+	var typed struct {
+		Count int64
+		Limit int
+	}
+	if err := toolhost.DecodeStructuredOutput(result, &typed); err != nil || typed.Count != 1<<53 || typed.Limit != 10 {
+		t.Errorf("decoded %+v, %v", typed, err)
+	}
+
+	echo := callWithID(t, client, "echo", map[string]any{"text": "no structure"}, uniqueID(t))
+	if text, ok := toolhost.StructuredOutput(echo); ok || text != nil {
+		t.Errorf("echo returns text only, yet structured output %s", text)
+	}
+	if err := toolhost.DecodeStructuredOutput(echo, &plain); !errors.Is(err, toolhost.ErrNoStructuredOutput) {
+		t.Errorf("decoding a missing structured output: %v", err)
+	}
+}
+
+func TestParameterDefaultsAndEnumsAreJSON(t *testing.T) {
+	client := dial(t)
+	tool, err := client.GetTool(context10s(t), "record")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		defaultValue string // "" for none
+		enum         []string
+	}{
+		"count": {},
+		"size":  {`"small"`, []string{`"small"`, `"large"`}},
+		"limit": {`10`, nil},
+		"ratio": {"", []string{`0.5`, `2`}},
+	}
+	for _, parameter := range tool.GetParameters() {
+		expected, known := want[parameter.GetName()]
+		if !known {
+			t.Errorf("unexpected parameter %s", parameter.GetName())
+			continue
+		}
+		delete(want, parameter.GetName())
+		text, ok := toolhost.ParameterDefault(parameter)
+		if ok != (expected.defaultValue != "") || string(text) != expected.defaultValue {
+			t.Errorf("%s: default %s (%v), want %q", parameter.GetName(), text, ok, expected.defaultValue)
+		}
+		var enum []string
+		for _, value := range toolhost.ParameterEnum(parameter) {
+			enum = append(enum, string(value))
+		}
+		if !slices.Equal(enum, expected.enum) {
+			t.Errorf("%s: enum %v, want %v", parameter.GetName(), enum, expected.enum)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("parameters missing: %v", want)
+	}
+}
+
+func TestCallIDReachesTheResultAndTheAuditTrail(t *testing.T) {
+	client := dial(t)
+	id := uniqueID(t)
+	if result := callWithID(t, client, "echo", map[string]any{"text": "hi"}, id); result.GetCallId() != id {
+		t.Errorf("call id %q, want %q", result.GetCallId(), id)
+	}
+	audited := auditedCalls(t, client, toolhost.LogQuery{Text: id, Source: "memory"})
+	if !slices.Equal(audited, []string{id}) {
+		t.Errorf("audit records of %s: %v", id, audited)
+	}
+
+	streamID := uniqueID(t)
+	var result *toolhostv1.CallToolResponse
+	events := client.StreamCallTool(context10s(t), "echo", map[string]any{"text": "hi"}, toolhost.WithCallID(streamID))
+	for event, err := range events {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if event.GetResult() != nil {
+			result = event.GetResult()
+		}
+	}
+	if result.GetCallId() != streamID {
+		t.Errorf("streamed call id %q, want %q", result.GetCallId(), streamID)
+	}
+}
+
+func TestQueryLogsPagesNewestFirstAndFilters(t *testing.T) {
+	client := dial(t)
+	prefix := uniqueID(t)
+	echo := map[string]any{"text": "hi"}
+	callWithID(t, client, "echo", echo, prefix+"-a")
+	between := time.Now() // after a's audit record was made, before b's
+	callWithID(t, client, "echo", echo, prefix+"-b")
+	callWithID(t, client, "echo", echo, prefix+"-c")
+	after := time.Now()
+	// Source "memory" keeps to the server's own ring: it is the reader that has every record at once.
+	query := toolhost.LogQuery{Text: prefix, Source: "memory", PageSize: 1}
+
+	newestFirst := []string{prefix + "-c", prefix + "-b", prefix + "-a"}
+	if got := auditedCalls(t, client, query); !slices.Equal(got, newestFirst) {
+		t.Errorf("every page: %v, want %v", got, newestFirst)
+	}
+	cases := []struct {
+		name   string
+		change func(*toolhost.LogQuery)
+		want   []string
+	}{
+		{"until", func(q *toolhost.LogQuery) { q.Until = between }, []string{prefix + "-a"}},
+		{"since", func(q *toolhost.LogQuery) { q.Since = between }, []string{prefix + "-c", prefix + "-b"}},
+		{"since after", func(q *toolhost.LogQuery) { q.Since = after }, []string{}},
+		{"level info", func(q *toolhost.LogQuery) { q.Level = "info" }, newestFirst},
+		{"level error", func(q *toolhost.LogQuery) { q.Level = "ERROR" }, []string{}},
+		{"other text", func(q *toolhost.LogQuery) { q.Text = prefix + "-b" }, []string{prefix + "-b"}},
+		{"other source", func(q *toolhost.LogQuery) { q.Source = "file" }, []string{}},
+	}
+	for _, c := range cases {
+		filtered := query
+		c.change(&filtered)
+		if got := auditedCalls(t, client, filtered); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	query.PageSize = 2
+	first, err := client.QueryLogsPage(context10s(t), query, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Entries) != 2 || first.NextPageToken == "" || first.Summary.GetLevelCounts()["INFO"] != 2 ||
+		first.Summary.GetSourceCounts()["memory"] != 2 {
+		t.Fatalf("first page: %d entries, token %q, summary %v", len(first.Entries), first.NextPageToken, first.Summary)
+	}
+	last, err := client.QueryLogsPage(context10s(t), query, first.NextPageToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(last.Entries) != 1 || auditCallID(t, last.Entries[0]) != prefix+"-a" || last.NextPageToken != "" {
+		t.Errorf("last page: %d entries, token %q", len(last.Entries), last.NextPageToken)
+	}
+}
+
+func TestLogEntriesCarryLevelAndFields(t *testing.T) {
+	client := dial(t)
+	id := uniqueID(t)
+	result := callWithID(t, client, "parse_json", map[string]any{"s": "not json"}, id)
+	if result.GetError().GetCode() != "TOOL_EXCEPTION" {
+		t.Fatalf("parse_json of bad text: %v", result)
+	}
+	var warnings []*toolhost.LogEntry
+	query := toolhost.LogQuery{Text: id, Source: "memory", Level: "warning"} // any case, as in Python
+	for entry, err := range client.QueryLogs(context10s(t), query) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		warnings = append(warnings, entry)
+	}
+	if len(warnings) != 1 {
+		t.Fatalf("want the one warning of the failed call, got %d records", len(warnings))
+	}
+	warning := warnings[0]
+	var traceback string
+	err := json.Unmarshal(warning.Fields["exception"], &traceback)
+	if err != nil || !strings.Contains(traceback, "JSONDecodeError") {
+		t.Errorf("exception field %s: %v", warning.Fields["exception"], err)
+	}
+	if warning.Level != "WARNING" || !strings.Contains(warning.Message, id) || warning.Source != "memory" ||
+		time.Since(warning.Time) > time.Minute || warning.Raw.GetLevel() != toolhostv1.LogLevel_LOG_LEVEL_WARNING {
+		t.Errorf("warning entry %+v", warning)
+	}
+}
+
+func TestTailLogsFollowsNewRecordsUntilCancelled(t *testing.T) {
+	client := dial(t)
+	prefix := uniqueID(t)
+	echo := map[string]any{"text": "hi"}
+	callWithID(t, client, "echo", echo, prefix+"-before")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	entries := make(chan *toolhost.LogEntry, 8)
+	failed := make(chan error, 1)
+	go func() {
+		defer close(entries)
+		for entry, err := range client.TailLogs(ctx, toolhost.LogTail{Text: prefix, Source: "memory", Backlog: 10}) {
+			if err != nil {
+				failed <- err
+				return
+			}
+			entries <- entry
+		}
+	}()
+	next := func() *toolhost.LogEntry {
+		t.Helper()
+		select {
+		case entry, open := <-entries:
+			if !open {
+				t.Fatalf("the tail ended: %v", <-failed)
+			}
+			return entry
+		case <-ctx.Done():
+			t.Fatal("no record came")
+			return nil
+		}
+	}
+	// The backlog's record shows the tail is following: a record made after it must come as a new one.
+	if id := auditCallID(t, next()); id != prefix+"-before" {
+		t.Fatalf("backlog record of %q, want %s-before", id, prefix)
+	}
+	callWithID(t, client, "echo", echo, prefix+"-after")
+	if id := auditCallID(t, next()); id != prefix+"-after" {
+		t.Fatalf("followed record of %q, want %s-after", id, prefix)
+	}
+
+	cancel()
+	for range entries { // the loop ends once the cancellation reaches it
+	}
+	select {
+	case err := <-failed:
+		t.Errorf("cancelling the context ended the tail with an error: %v", err)
+	default:
+	}
+}
+
+func TestLogQueriesRefuseBadFiltersAndRawLogsWorks(t *testing.T) {
+	client := dial(t)
+	_, err := client.QueryLogsPage(context10s(t), toolhost.LogQuery{Level: "LOUD"}, "")
+	if _, fromServer := toolhost.AsError(err); err == nil || fromServer || !strings.Contains(err.Error(), `"LOUD"`) {
+		t.Errorf("an unknown level must be refused before any call: %v", err)
+	}
+	for _, err := range client.TailLogs(context10s(t), toolhost.LogTail{Level: "UNSPECIFIED"}) {
+		if err == nil || !strings.Contains(err.Error(), "UNSPECIFIED") {
+			t.Errorf("tail with an unknown level: %v", err)
+		}
+	}
+	for _, err := range client.QueryLogs(context10s(t), toolhost.LogQuery{PageSize: -1}) {
+		if toolErr, ok := toolhost.AsError(err); !ok || toolErr.Code != codes.InvalidArgument {
+			t.Errorf("a negative page size: want INVALID_ARGUMENT, got %v", err)
+		}
+	}
+	page, err := client.RawLogs().QueryLogs(context10s(t), &toolhostv1.QueryLogsRequest{PageSize: 1})
+	if err != nil || len(page.GetRecords()) != 1 {
+		t.Errorf("the generated LogService stub: %v %v", page, err)
+	}
 }

@@ -100,3 +100,23 @@ func (b bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]
 }
 
 func (b bearerToken) RequireTransportSecurity() bool { return b.requireTLS }
+
+// CallOption configures one CallTool or StreamCallTool call.
+type CallOption func(*callOptions)
+
+type callOptions struct {
+	callID string
+}
+
+// WithCallID gives the call an identifier of the caller's choosing, such as its own request or job id. The
+// server echoes it in CallToolResponse.CallId and writes it in its logs, audit trail and traces, so the call
+// can be found there by the id the caller already has; without it the server generates one.
+func WithCallID(id string) CallOption { return func(o *callOptions) { o.callID = id } }
+
+func callSettings(opts []CallOption) callOptions {
+	var settings callOptions
+	for _, opt := range opts {
+		opt(&settings)
+	}
+	return settings
+}
