@@ -1,5 +1,6 @@
 /**
- * The client: ToolService's RPCs as promises and async iterables, over connect-node's gRPC transport (HTTP/2).
+ * The client: ToolService's and LogService's RPCs as promises and async iterables, over connect-node's gRPC
+ * transport (HTTP/2).
  *
  *     const client = createClient("127.0.0.1:50051", { timeoutMs: 30_000 });
  *     for await (const tool of client.listTools({ category: "network" })) console.log(tool.name);
@@ -15,20 +16,35 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import { argumentsJson, type Arguments } from "./arguments.js";
 import { connection, type SecurityOptions } from "./connection.js";
 import { DeadlineExceededError, toToolhostError, ToolhostError } from "./errors.js";
-import { ToolView, type Tool } from "./gen/toolhost/v1/tool_pb.js";
+import { LogService } from "./gen/toolhost/v1/log_service_pb.js";
+import { ToolView } from "./gen/toolhost/v1/tool_pb.js";
 import {
   CallToolRequestSchema,
   ListToolsRequestSchema,
   StreamCallToolRequestSchema,
   ToolService,
-  type CallProgress,
-  type CallToolResponse,
-  type ListToolsResponse,
-  type OutputChunk,
   type ReloadResponse,
-  type StreamCallToolResponse,
   type WatchToolsResponse,
 } from "./gen/toolhost/v1/tool_service_pb.js";
+import {
+  logEntry,
+  logPage,
+  queryLogsRequest,
+  tailLogsRequest,
+  type LogEntry,
+  type LogFilter,
+  type LogPage,
+} from "./logs.js";
+import {
+  streamEvent,
+  toolInfo,
+  toolPage,
+  toolResult,
+  type StreamEvent,
+  type ToolInfo,
+  type ToolPage,
+  type ToolResult,
+} from "./results.js";
 
 /** The server `toolhost serve` listens on by default. */
 export const DEFAULT_TARGET = "127.0.0.1:50051";
@@ -101,14 +117,35 @@ export interface CallToolOptions extends CallOptions {
   callId?: string;
 }
 
-/** Options of watchTools. */
-export interface WatchToolsOptions {
+/** Options of the streams that follow the server until stopped: watchTools and tailLogs. */
+export interface StreamOptions {
   /** Aborting it ends the stream: the iteration throws a ToolhostError with code Canceled. */
   signal?: AbortSignal;
   /** A deadline for the whole stream, in milliseconds; none by default. */
   timeoutMs?: number;
   /** Headers for this call, added to the client's. */
   headers?: Record<string, string>;
+}
+
+/** Options of watchTools. */
+export type WatchToolsOptions = StreamOptions;
+
+/** Options of queryLogs: a filter, the page size, and the options of each page's call. */
+export interface QueryLogsOptions extends LogFilter, CallOptions {
+  /** Records per page: 0 or unset means the server's 100, the maximum is 1000. */
+  pageSize?: number;
+}
+
+/** Options of queryLogsPage: queryLogs' and the page to fetch. */
+export interface QueryLogsPageOptions extends QueryLogsOptions {
+  /** The nextPageToken of the previous page; empty or unset for the first. */
+  pageToken?: string;
+}
+
+/** Options of tailLogs: a filter (`until` would end a follow, so there is none) and the backlog. */
+export interface TailLogsOptions extends Omit<LogFilter, "until">, StreamOptions {
+  /** How many of the newest matching records to send first, oldest first: 0 (the default) sends only new ones. */
+  backlog?: number;
 }
 
 /** What each generated client method takes besides its request. */
@@ -118,17 +155,12 @@ interface RpcOptions {
   headers: Record<string, string>;
 }
 
-/** One event of a streamed call: progress, an output chunk, and last the result. */
-export type StreamEvent =
-  | { case: "progress"; value: CallProgress }
-  | { case: "output"; value: OutputChunk }
-  | { case: "result"; value: CallToolResponse };
-
 /** A client of one toolhost server. Make one and reuse it; close() it when done. */
 export class ToolhostClient {
   /** The target it was created for. */
   readonly target: string;
   private readonly rpc: Client<typeof ToolService>;
+  private readonly logs: Client<typeof LogService>;
   private readonly sessions: Http2SessionManager;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number | undefined;
@@ -152,19 +184,20 @@ export class ToolhostClient {
       interceptors: options.interceptors ?? [],
     });
     this.rpc = createConnectClient(ToolService, transport);
+    this.logs = createConnectClient(LogService, transport);
   }
 
   /** One page of the tools matching the filter, sorted by name; its nextPageToken is "" on the last page. */
-  async listToolsPage(options: ListToolsPageOptions = {}): Promise<ListToolsResponse> {
+  async listToolsPage(options: ListToolsPageOptions = {}): Promise<ToolPage> {
     const request = create(ListToolsRequestSchema, { ...listFilter(options), pageToken: options.pageToken ?? "" });
-    return this.unary((call) => this.rpc.listTools(request, call), options);
+    return this.unary(async (call) => toolPage(await this.rpc.listTools(request, call)), options);
   }
 
   /**
    * Every tool matching the filter, sorted by name: `for await (const tool of client.listTools()) ...`.
    * Pages are fetched as the iteration reaches them.
    */
-  async *listTools(options: ListToolsOptions = {}): AsyncGenerator<Tool, void, undefined> {
+  async *listTools(options: ListToolsOptions = {}): AsyncGenerator<ToolInfo, void, undefined> {
     let pageToken = "";
     do {
       const page = await this.listToolsPage({ ...options, pageToken });
@@ -174,30 +207,31 @@ export class ToolhostClient {
   }
 
   /** One tool by name, in the FULL view unless asked otherwise; NotFoundError when there is none. */
-  async getTool(name: string, options: GetToolOptions = {}): Promise<Tool> {
+  async getTool(name: string, options: GetToolOptions = {}): Promise<ToolInfo> {
     const response = await this.unary(
       (call) => this.rpc.getTool({ name, view: viewValue(options.view ?? "full") }, call), options);
     if (response.tool === undefined) {
       throw new ToolhostError(Code.Unknown, `the server answered GetTool(${name}) without a tool`);
     }
-    return response.tool;
+    return toolInfo(response.tool);
   }
 
   /**
    * Run a tool and wait for its result. A tool that ran and failed resolves with `success: false` and `error`
    * (code TIMEOUT, NON_ZERO_EXIT, ...); the caller's mistakes (unknown tool, bad arguments) and the deadline
    * reject with a ToolhostError. Arguments travel as JSON text, so bigint values arrive exactly.
+   * `structuredOutput` is a plain JSON value; the response as sent is `raw`.
    */
-  async callTool(name: string, args?: Arguments, options: CallToolOptions = {}): Promise<CallToolResponse> {
+  async callTool(name: string, args?: Arguments, options: CallToolOptions = {}): Promise<ToolResult> {
     const request = create(CallToolRequestSchema, {
       name, args: { case: "argumentsJson", value: argumentsJson(args) }, callId: options.callId ?? "",
     });
-    return this.unary((call) => this.rpc.callTool(request, call), options);
+    return this.unary(async (call) => toolResult(await this.rpc.callTool(request, call)), options);
   }
 
   /**
    * Run a tool and follow it: `for await (const event of client.streamCallTool(...))` gives progress and
-   * output events as they happen, then one result (the CallToolResponse callTool returns). The call starts
+   * output events as they happen, then one result (the ToolResult callTool returns). The call starts
    * when the iteration does. Leaving the loop early, aborting `signal` or the deadline stops the tool on the
    * server; errors before the tool starts (unknown tool, invalid arguments) are thrown by the iteration.
    */
@@ -222,6 +256,41 @@ export class ToolhostClient {
    */
   watchTools(options: WatchToolsOptions = {}): AsyncGenerator<WatchToolsResponse, void, undefined> {
     return this.serverStream((call) => this.rpc.watchTools({}, call), options, undefined, (message) => message);
+  }
+
+  /**
+   * One page of the server's log records matching the filter, newest first, with its summary; its
+   * nextPageToken is "" on the last page. When the server authenticates callers, this needs the admin role.
+   */
+  async queryLogsPage(options: QueryLogsPageOptions = {}): Promise<LogPage> {
+    const request = queryLogsRequest(options, options.pageSize ?? 0, options.pageToken ?? "");
+    return this.unary(async (call) => logPage(await this.logs.queryLogs(request, call)), options);
+  }
+
+  /**
+   * Every log record matching the filter, newest first: `for await (const entry of client.queryLogs()) ...`.
+   * Pages are fetched as the iteration reaches them; a page token stays valid however many records arrive.
+   */
+  async *queryLogs(options: QueryLogsOptions = {}): AsyncGenerator<LogEntry, void, undefined> {
+    let pageToken = "";
+    do {
+      const page = await this.queryLogsPage({ ...options, pageToken });
+      yield* page.records;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /**
+   * Follow the server's logs: the newest `backlog` matching records (oldest first), then each new matching
+   * record as the server finds it (within about a second). Like watchTools, it starts when the iteration does
+   * and runs until the loop is left, `signal` aborts (the iteration then throws Canceled), the client is
+   * closed (the loop just ends) or the server shuts down; there is no deadline unless `timeoutMs` asks.
+   */
+  tailLogs(options: TailLogsOptions = {}): AsyncGenerator<LogEntry, void, undefined> {
+    // Build the request now, so that a bad level or date throws here rather than from the first next().
+    const request = tailLogsRequest(options, options.backlog ?? 0);
+    return this.serverStream((call) => this.logs.tailLogs(request, call), options, undefined,
+      (message) => logEntry(message.record ?? missingRecord()));
   }
 
   /**
@@ -353,12 +422,8 @@ function viewValue(view: ToolViewName): ToolView {
   }
 }
 
-function streamEvent(message: StreamCallToolResponse): StreamEvent {
-  const event = message.event;
-  if (event.case !== undefined) {
-    return event;
-  }
-  throw new ToolhostError(Code.Unknown, "the server sent a stream event this client does not know; upgrade the client");
+function missingRecord(): never {
+  throw new ToolhostError(Code.Unknown, "the server sent a TailLogs message without a record");
 }
 
 function lowerCaseKeys(headers: Record<string, string>): Record<string, string> {

@@ -1,12 +1,14 @@
 /**
  * TypeScript client for toolhost, the gRPC server that hosts tools for AI agents.
  *
- *     import { createClient } from "@toolhost/client";
+ *     import { createClient } from "toolhost-client";
  *
  *     const client = createClient("127.0.0.1:50051", { timeoutMs: 30_000 });
  *     const result = await client.callTool("echo", { text: "hello" });
  *
- * Errors are ToolhostError subclasses (see errors.ts for the tree). The generated messages are in `v1`.
+ * Results are the generated messages with JSON fields as plain JSON values (results.ts, logs.ts), each with
+ * the message itself as `raw`. Errors are ToolhostError subclasses (see errors.ts for the tree). The generated
+ * messages are in `v1`.
  */
 
 export {
@@ -20,11 +22,17 @@ export {
   type GetToolOptions,
   type ListToolsOptions,
   type ListToolsPageOptions,
-  type StreamEvent,
+  type QueryLogsOptions,
+  type QueryLogsPageOptions,
+  type StreamOptions,
+  type TailLogsOptions,
   type ToolFilter,
   type ToolViewName,
   type WatchToolsOptions,
 } from "./client.js";
+export type { StreamEvent, ToolInfo, ToolPage, ToolParameterInfo, ToolResult } from "./results.js";
+export type { LogEntry, LogFilter, LogLevelName, LogPage, LogSummary } from "./logs.js";
+export type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 export { type ArgumentValue, type Arguments } from "./arguments.js";
 export { isLocalTarget, type Pem, type SecurityOptions } from "./connection.js";
 export {
@@ -47,6 +55,7 @@ export {
   type FieldViolation,
   type ToolhostErrorDetails,
 } from "./errors.js";
+// The generated messages the results are made of, and the `raw` of each.
 export type {
   CallProgress,
   CallToolResponse,
@@ -58,6 +67,7 @@ export type {
   WatchToolsResponse,
 } from "./gen/toolhost/v1/tool_service_pb.js";
 export type { Tool, ToolAnnotations, ToolExample, ToolParameter } from "./gen/toolhost/v1/tool_pb.js";
+export type { LogRecord, QueryLogsResponse } from "./gen/toolhost/v1/log_service_pb.js";
 export { OutputStream } from "./gen/toolhost/v1/tool_service_pb.js";
 export { ToolSource } from "./gen/toolhost/v1/tool_pb.js";
 export * as v1 from "./v1.js";

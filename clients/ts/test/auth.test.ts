@@ -16,6 +16,7 @@ import {
   type ToolhostClient,
 } from "../src/index.js";
 import { CertificateAuthority } from "./certificates.js";
+import { collect, rejection } from "./helpers.js";
 import { ServerProcess } from "./server.js";
 
 const ADMIN_TOKEN = randomBytes(32).toString("base64url");
@@ -35,15 +36,6 @@ function authFile(): string {
     `  - {name: viewer, sha256: ${sha256(VIEWER_TOKEN)}, roles: [viewer]}`,
     "",
   ].join("\n");
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail("expected the call to fail");
 }
 
 /** Run `use` with a client of `target`, closing it after. */
@@ -91,6 +83,19 @@ describe("TLS and tokens", () => {
       assert.equal(call.reason, "PERMISSION_DENIED");
       const reload = await rejection(viewer.reload());
       assert.ok(reload instanceof PermissionDeniedError, String(reload));
+    });
+  });
+
+  test("the log service answers the admin role only", async () => {
+    await withClient(tlsServer.target, { ca: pki.pem, token: ADMIN_TOKEN }, async (admin) => {
+      const page = await admin.queryLogsPage({ text: "serving gRPC" });
+      assert.ok(page.records.length >= 1, "the server logged where it listens");
+    });
+    await withClient(tlsServer.target, { ca: pki.pem, token: VIEWER_TOKEN }, async (viewer) => {
+      const query = await rejection(viewer.queryLogsPage());
+      assert.ok(query instanceof PermissionDeniedError, String(query));
+      const tail = await rejection(collect(viewer.tailLogs()));
+      assert.ok(tail instanceof PermissionDeniedError, String(tail));
     });
   });
 

@@ -21,6 +21,7 @@ import {
   type ToolhostClient,
   type WatchToolsResponse,
 } from "../src/index.js";
+import { collect, rejection } from "./helpers.js";
 import { ServerProcess } from "./server.js";
 
 const PAGE_TOOLS = ["page_a", "page_b", "page_c", "page_d", "page_e"];
@@ -47,23 +48,6 @@ function writeCatalog(server: ServerProcess): void {
     "runner: {type: script, run_as_server_user: true, " +
     'script: "#!/bin/sh\\necho started\\nsleep 1\\ntouch \\"$TOOL_ARG_MARKER\\"\\necho done\\n"}\n' +
     "parameters: [{name: marker, type: string, required: true}]\n");
-}
-
-async function rejection(promise: Promise<unknown>): Promise<unknown> {
-  try {
-    await promise;
-  } catch (error) {
-    return error;
-  }
-  assert.fail("expected the call to fail");
-}
-
-async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
-  const items: T[] = [];
-  for await (const item of iterable) {
-    items.push(item);
-  }
-  return items;
 }
 
 const decoder = new TextDecoder();
