@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import threading
 import tomllib
 import zipfile
@@ -77,7 +78,9 @@ class Artifacts:
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Artifacts:
     directory = tmp_path_factory.mktemp("dist")
-    run(["make", "--no-print-directory", "dist", f"DIST_DIR={directory}"], cwd=ROOT)
+    # Not the calling make's flags (jobserver descriptors that pytest does not pass on, -k, -n).
+    env = {key: value for key, value in os.environ.items() if key not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
+    run(["make", "--no-print-directory", "dist", f"DIST_DIR={directory}"], cwd=ROOT, env=env)
     return Artifacts(directory)
 
 
@@ -146,6 +149,24 @@ def test_the_artifacts_carry_the_release_names_and_version(artifacts: Artifacts)
     # Package data: the bundled catalog and the tools' definitions, which `make run` serves.
     assert "toolhost_server/catalog/examples/greet.yaml" in files
     assert "toolhost_server/tools/definitions/traceroute.yaml" in files
+
+    # Every package carries the license its metadata names.
+    license_text = (ROOT / "LICENSE").read_bytes()
+    assert b"Apache License" in license_text[:200]
+    for pattern in ("python/toolhost_client-*.whl", "python/toolhost_server-*.whl"):
+        with zipfile.ZipFile(artifacts.one(pattern)) as wheel:
+            licenses = [name for name in wheel.namelist() if name.endswith(".dist-info/licenses/LICENSE")]
+            assert len(licenses) == 1, pattern
+            assert wheel.read(licenses[0]) == license_text
+        assert wheel_metadata(artifacts.one(pattern))["License-Expression"] == "Apache-2.0"
+    for pattern in ("python/toolhost_client-*.tar.gz", "python/toolhost_server-*.tar.gz"):
+        with tarfile.open(artifacts.one(pattern)) as sdist:
+            member = next(name for name in sdist.getnames() if name.count("/") == 1 and name.endswith("/LICENSE"))
+            extracted = sdist.extractfile(member)
+            assert extracted is not None and extracted.read() == license_text
+    with tarfile.open(artifacts.one("npm/toolhost-client-*.tgz")) as package:
+        extracted = package.extractfile("package/LICENSE")
+        assert extracted is not None and extracted.read() == license_text
 
 
 def wheel_metadata(wheel: Path) -> email.message.Message:
