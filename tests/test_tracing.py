@@ -276,14 +276,14 @@ async def test_a_credential_a_tool_puts_in_its_span_is_redacted_on_export(
     assert all(canary.encode() not in raw for raw in receiver.raw)
 
 
-async def test_tracing_is_off_without_otel_settings(start_server, monkeypatch):
+async def test_tracing_is_off_without_otel_settings_and_the_call_keeps_the_callers_trace_id(start_server, monkeypatch):
     for variable in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_EXPORTER"):
         monkeypatch.delenv(variable, raising=False)
     server = await start_server()
     assert not server.toolhost.tracing.enabled
     response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'),
                                           metadata=(("traceparent", TRACEPARENT),))
-    assert response.success and response.trace_id == ""
+    assert response.success and response.trace_id == CLIENT_TRACE_ID  # tests/test_trace_ids.py has the rest
 
 
 async def test_an_otlp_protocol_it_cannot_speak_stops_the_start_naming_the_variable(tmp_path):

@@ -37,7 +37,7 @@ from .model import ToolSpec
 from .registry import RegisteredTool, Registry
 from .runners import Invocation, RunOutcome, ToolFailure
 from .sanitize import LearningRedactor, Redactor
-from .telemetry import trace_id_of
+from .telemetry import UntracedCall, trace_id_of
 from .telemetry.metrics import ToolhostMetrics
 from .telemetry.tool_spans import record_arguments, record_outcome, record_refusal, record_tool, start_tool_span
 
@@ -206,6 +206,12 @@ class CallPipeline:
         result: CallResult | None = None
         with start_tool_span(self._tracer, request.name, call_id) as span:
             trace_id = trace_id_of(span)
+            # Tracing off: no span, but the call still has a trace id, for its response, audit and log lines.
+            untraced = UntracedCall.from_headers(request.trace_headers) if not trace_id else None
+            untraced_token = None
+            if untraced is not None:
+                trace_id = untraced.trace_id
+                untraced_token = untraced.begin()
             try:
                 arguments = _arguments_of(request)
                 argument_keys = tuple(sorted(arguments))
@@ -213,7 +219,7 @@ class CallPipeline:
                 tool, generation = self._look_up(request, span)
                 served = tool.spec.name
                 result = await self._run(tool, generation, request, arguments, call_id, started_at, started,
-                                         deliver, span)
+                                         deliver, span, trace_id, untraced)
                 outcome = "OK" if result.failure is None else result.failure.code
                 return result
             except ToolhostError as exc:
@@ -238,6 +244,8 @@ class CallPipeline:
                     truncated = result.outcome.truncated if result is not None else False
                     redacted = result.redacted if result is not None else False
                     self._metrics.call_finished(served, outcome, seconds, truncated, redacted)
+                if untraced_token is not None:
+                    UntracedCall.end(untraced_token)
 
     def _look_up(self, request: CallRequest, span: trace.Span) -> tuple[RegisteredTool, int]:
         """The tool to run and the generation that serves it, or the refusal."""
@@ -260,7 +268,7 @@ class CallPipeline:
     async def _run(
         self, tool: RegisteredTool, generation: int, request: CallRequest, arguments: Mapping[str, Any],
         call_id: str, started_at: datetime, started: float, deliver: Callable[[CallEvent], None] | None,
-        span: trace.Span,
+        span: trace.Span, trace_id: str, untraced: UntracedCall | None,
     ) -> CallResult:
         arguments = tool.validator.prepare(tool.spec.name, arguments)
         tool_limit = min(tool.spec.timeout_seconds or self._settings.max_call_seconds, self._settings.max_call_seconds)
@@ -281,8 +289,7 @@ class CallPipeline:
                         redactor = self._redactor.learn(credentials.values())
                     events = RedactingEvents(redactor, deliver) if deliver is not None else None
                     outcome = await tool.runner.run(Invocation(
-                        tool.spec, arguments, call_id, budget, request.hops, request.trace_headers, events,
-                        credentials))
+                        tool.spec, arguments, call_id, budget, request.hops, untraced, events, credentials))
         except TimeoutError:
             if caller_limit is not None and caller_limit <= tool_limit:
                 raise CallerDeadlineExceeded(
@@ -304,7 +311,7 @@ class CallPipeline:
             started_at=started_at,
             duration_ms=(time.perf_counter() - started) * 1000,
             outcome=outcome,
-            trace_id=trace_id_of(span),
+            trace_id=trace_id,
             redacted=redacted,
         )
 

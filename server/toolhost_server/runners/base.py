@@ -15,6 +15,7 @@ from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import ToolSpec
 
 if TYPE_CHECKING:
+    from ..telemetry.trace_context import UntracedCall
     from .remote import RemoteCaller
 
 
@@ -51,10 +52,11 @@ class Invocation:
 
     `timeout_seconds` is the whole budget; the pipeline also cancels the runner when it passes, so a runner
     only needs it to plan (a process runner kills its children in a `finally`, whatever ended the wait).
-    `hops` counts how many toolhosts forwarded the call before this one. `events`, set for a streamed call,
-    takes progress and output as they come (a runner that has neither reports nothing). `credentials` are the
-    ones the tool declares, resolved on this server for this call: a process gets them in its environment,
-    never in argv; a Python tool as an object.
+    `hops` counts how many toolhosts forwarded the call before this one. `untraced` is the call's trace when
+    tracing is off (with tracing on, the current span is the call's place in its trace). `events`, set for a
+    streamed call, takes progress and output as they come (a runner that has neither reports nothing).
+    `credentials` are the ones the tool declares, resolved on this server for this call: a process gets them
+    in its environment, never in argv; a Python tool as an object.
     """
 
     tool: ToolSpec
@@ -62,7 +64,7 @@ class Invocation:
     call_id: str
     timeout_seconds: float
     hops: int = 0
-    trace_headers: Mapping[str, str] = field(default_factory=dict)
+    untraced: UntracedCall | None = None
     events: CallEvents | None = None
     credentials: ResolvedCredentials = NO_CREDENTIALS
 

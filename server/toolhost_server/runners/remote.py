@@ -118,7 +118,9 @@ class RemoteRunner(Runner):
                 call_id=invocation.call_id,
                 timeout_seconds=invocation.timeout_seconds,
                 hops=invocation.hops + 1,
-                trace_headers=outgoing_trace_headers() or invocation.trace_headers,
+                # The trace goes on: the current span's with tracing on, else the call's own trace id.
+                trace_headers=outgoing_trace_headers() or (
+                    invocation.untraced.forward_headers() if invocation.untraced is not None else {}),
                 tls=self.tls,
                 token=token,
             )

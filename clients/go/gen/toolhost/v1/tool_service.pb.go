@@ -817,7 +817,9 @@ type CallToolResponse struct {
 	Error *ToolError `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	// How long the tool ran, in milliseconds, from validation to result.
 	DurationMs float64 `protobuf:"fixed64,8,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
-	// The W3C trace id (32 hex digits) of the call's trace, to find its logs and spans. Empty when tracing is off.
+	// The W3C trace id (32 lowercase hex digits) of the call's trace, to find its audit record, log lines and
+	// spans: the trace id of the caller's `traceparent` when it sent a valid one, else a new random one. Every
+	// call has one, whether or not tracing is on; a call forwarded to another toolhost keeps it there.
 	TraceId string `protobuf:"bytes,9,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// When the call started.
 	Timestamp *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=timestamp,proto3" json:"timestamp,omitempty"`

@@ -456,7 +456,9 @@ export type CallToolResponse = Message<"toolhost.v1.CallToolResponse"> & {
   durationMs: number;
 
   /**
-   * The W3C trace id (32 hex digits) of the call's trace, to find its logs and spans. Empty when tracing is off.
+   * The W3C trace id (32 lowercase hex digits) of the call's trace, to find its audit record, log lines and
+   * spans: the trace id of the caller's `traceparent` when it sent a valid one, else a new random one. Every
+   * call has one, whether or not tracing is on; a call forwarded to another toolhost keeps it there.
    *
    * @generated from field: string trace_id = 9;
    */
