@@ -8,14 +8,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import suppress
 
 from .audit import AuditRecord, AuditTrail
-from .auth import Authenticator
+from .auth import Authenticator, Caller, require_admin
 from .catalog.loader import ToolLoader
 from .config import Config
 from .credentials import CredentialResolver
+from .logs.inspector import LogPage
+from .logs.query import LogFilter
+from .logs.record import LogRecord
 from .logs.server_logs import ServerLogs
 from .pipeline import CallPipeline, PipelineSettings
 from .registry import Registry
@@ -25,13 +28,19 @@ from .runners.remote import RemoteCaller
 from .sanitize import LearningRedactor, Redactor
 from .telemetry import Tracing
 from .telemetry.metrics import ToolhostMetrics
+from .tools.base import ToolServices
 from .watcher import CatalogWatcher
 
 logger = logging.getLogger("toolhost")
 
 
 class Toolhost:
-    """Everything behind the API. `start()` loads the catalog and starts watching; `close()` stops."""
+    """Everything behind the API. `start()` loads the catalog and starts watching; `close()` stops.
+
+    What a caller asks of it goes through methods that take the caller and check its rights here, in the core,
+    so that every surface (gRPC, and any added later) gets the same checks: `pipeline.call` and `stream` for
+    tools, `reload`, `query_logs` and `follow_logs` for the admin's requests.
+    """
 
     def __init__(self, config: Config, remote_caller: RemoteCaller | None = None) -> None:
         self.config = config
@@ -40,6 +49,8 @@ class Toolhost:
         self.redactor = LearningRedactor(Redactor(extra_secret_keys=config.redact_keys))
         # From the OTEL_* variables; this server's own provider, its exported spans redacted by that redactor.
         self.tracing = Tracing.from_environment(self.redactor)
+        # The memory ring, the database log writer when configured, and the inspector over every log reader.
+        self.logs = ServerLogs(config, self.redactor)
         self.runner_settings = RunnerSettings(
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
@@ -48,12 +59,11 @@ class Toolhost:
             sync_tool_slots=threading.BoundedSemaphore(config.sync_tool_threads),
             process_identity=config.process_identity(),
             tracer=self.tracing.tracer,
+            tool_services=ToolServices(logs=self.logs.inspector),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
         self.audit = AuditTrail(_audit_store(config), redactor=self.redactor)
-        # The memory ring, the database log writer when configured, and the inspector over every log reader.
-        self.logs = ServerLogs(config, self.redactor)
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
         # Prometheus metrics of this server only (its own collector registry), served at /metrics.
         self.metrics = ToolhostMetrics()
@@ -80,6 +90,25 @@ class Toolhost:
                 self.loader.catalog_dirs, self.config.watch_debounce_ms, self._on_catalog_change)
             self._watch_task = asyncio.create_task(self._watcher.run(), name="catalog-watcher")
         return report
+
+    async def reload(self, caller: Caller, reason: str) -> ReloadReport:
+        """Read the catalog directories again and swap in the result: the admin role only (anyone, without
+        auth), since it changes what every caller sees."""
+        require_admin(caller, "Reload")
+        return await self.reloader.reload(reason)
+
+    async def query_logs(self, caller: Caller, log_filter: LogFilter, page_size: int = 0,
+                         page_token: str = "") -> LogPage:
+        """One page of the server's log records, newest first. Logs show what every caller did: the admin role
+        only (anyone, without auth)."""
+        require_admin(caller, "QueryLogs")
+        return await self.logs.inspector.query(log_filter, page_size, page_token)
+
+    def follow_logs(self, caller: Caller, log_filter: LogFilter, backlog: int = 0) -> AsyncGenerator[LogRecord, None]:
+        """The newest `backlog` matching records, then each new one (LogInspector.follow); the admin role only.
+        Checked now, not at the first iteration, so that a refused caller is told before anything streams."""
+        require_admin(caller, "TailLogs")
+        return self.logs.inspector.follow(log_filter, backlog)
 
     async def _on_catalog_change(self) -> None:
         await self.reloader.reload("catalog files changed")

@@ -1,4 +1,4 @@
-"""toolhost.v1.LogService over grpc.aio: the log inspector's queries and follows, for admins only."""
+"""toolhost.v1.LogService over grpc.aio: the log inspector's queries and follows (the core checks the rights)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import grpc
 from toolhost.v1 import log_service_pb2, log_service_pb2_grpc
 
 from ..app import Toolhost
-from ..auth import require_admin
+from ..auth import Caller
 from .authentication import authenticate
 from .log_messages import log_filter, log_record_message, query_logs_response
 from .status import status_of, translate_errors
@@ -22,18 +22,15 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     def __init__(self, toolhost: Toolhost) -> None:
         self._toolhost = toolhost
 
-    def _require_admin(self, context: grpc.aio.ServicerContext, action: str) -> None:
-        """Logs show what every caller did: reading them needs the admin role (anyone, without auth)."""
-        caller = authenticate(self._toolhost.authenticator, context, self._toolhost.config.trusted_unix_socket)
-        require_admin(caller, action)
+    def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        return authenticate(self._toolhost.authenticator, context, self._toolhost.config.trusted_unix_socket)
 
     @translate_errors
     async def QueryLogs(
         self, request: log_service_pb2.QueryLogsRequest, context: grpc.aio.ServicerContext
     ) -> log_service_pb2.QueryLogsResponse:
-        self._require_admin(context, "QueryLogs")
-        page = await self._toolhost.logs.inspector.query(
-            log_filter(request.filter), request.page_size, request.page_token)
+        page = await self._toolhost.query_logs(
+            self._caller(context), log_filter(request.filter), request.page_size, request.page_token)
         return query_logs_response(page)
 
     async def TailLogs(
@@ -41,8 +38,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     ) -> AsyncIterator[log_service_pb2.TailLogsResponse]:
         # When the client cancels, grpc cancels this generator, and closing the follower stops its polling.
         try:
-            self._require_admin(context, "TailLogs")
-            follower = self._toolhost.logs.inspector.follow(log_filter(request.filter), request.backlog)
+            follower = self._toolhost.follow_logs(self._caller(context), log_filter(request.filter), request.backlog)
             async with aclosing(follower) as records:
                 async for record in records:
                     yield log_service_pb2.TailLogsResponse(record=log_record_message(record))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from ..config import Config
 from ..sanitize import LearningRedactor, Redactor
-from .active import clear_active_inspector, set_active_inspector
 from .database import DatabaseLogHandler, DatabaseLogReader
 from .file_reader import FileLogReader
 from .inspector import LogInspector
@@ -15,8 +14,8 @@ from .reader import LogReader
 
 
 class ServerLogs:
-    """`start()` on the event loop attaches the handlers and makes the inspector the process's active one;
-    `close()` detaches, writes what waits for the database and closes the readers."""
+    """`start()` on the event loop attaches the handlers; `close()` detaches, writes what waits for the
+    database and closes the readers."""
 
     def __init__(self, config: Config, redactor: Redactor | LearningRedactor) -> None:
         self._config = config
@@ -41,7 +40,6 @@ class ServerLogs:
         install_memory_ring(self._config.log_memory_records, self._redactor)
         if self.database_handler is not None:
             self.database_handler.start()
-        set_active_inspector(self.inspector)
 
     def stop_following(self) -> None:
         """End TailLogs streams: the server is shutting down."""
@@ -49,7 +47,6 @@ class ServerLogs:
 
     async def close(self) -> None:
         self.inspector.stop_following()
-        clear_active_inspector(self.inspector)
         if self.database_handler is not None:
             await self.database_handler.close_async()
         self.inspector.close()

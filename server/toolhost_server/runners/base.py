@@ -16,6 +16,7 @@ from ..model import ToolSpec
 
 if TYPE_CHECKING:
     from ..telemetry.trace_context import UntracedCall
+    from ..tools.base import ToolServices
     from .remote import RemoteCaller
 
 
@@ -88,6 +89,8 @@ class RunnerSettings:
     sync_tool_slots: threading.Semaphore = field(default_factory=_sync_tool_slots)
     # The server's tracer, for runners' own spans (a subprocess); the no-op tracer when tracing is off.
     tracer: trace.Tracer = field(default_factory=trace.NoOpTracer)
+    # What the server offers Python tools in their ToolContext; None offers nothing (offline validation).
+    tool_services: ToolServices | None = None
 
 
 class Runner(ABC):

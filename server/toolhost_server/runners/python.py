@@ -13,7 +13,7 @@ from typing import Any
 from ..daemon_threads import run_in_daemon_thread
 from ..errors import OverCapacityError, ToolhostError
 from ..model import ToolSpec
-from ..tools.base import Tool, ToolContext, ToolOutput, ToolRaisedFailure
+from ..tools.base import NO_SERVICES, Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
 from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome, ToolFailure
 
 logger = logging.getLogger("toolhost.runners.python")
@@ -48,12 +48,13 @@ class PythonRunner(Runner):
 
     def __init__(
         self, call: Callable[[Mapping[str, Any], ToolContext], Any], is_async: bool, slots: threading.Semaphore,
-        max_output_bytes: int,
+        max_output_bytes: int, services: ToolServices = NO_SERVICES,
     ) -> None:
         self._call = call
         self._is_async = is_async
         self._slots = slots
         self._max_output_bytes = max_output_bytes
+        self._services = services
 
     async def _run_in_thread(self, invocation: Invocation, arguments: dict[str, Any], context: ToolContext) -> Any:
         # A thread holds its slot until the function returns, even after the call timed out and was answered.
@@ -77,9 +78,11 @@ class PythonRunner(Runner):
             raise RunnerConfigError("a python runner needs `entrypoint: package.module:function`")
         target = resolve_entrypoint(entrypoint)
         limit = tool.max_output_bytes or settings.max_output_bytes
+        services = settings.tool_services or NO_SERVICES
         if isinstance(target, type) and issubclass(target, Tool):
             instance = target()
-            return cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots, limit)
+            return cls(instance.run, inspect.iscoroutinefunction(instance.run), settings.sync_tool_slots, limit,
+                       services)
         if not callable(target):
             raise RunnerConfigError(f"entrypoint {entrypoint!r} is not callable")
         # A function gets its arguments as keywords, and the credentials its tool declares as `credentials=`.
@@ -98,8 +101,8 @@ class PythonRunner(Runner):
             async def acall_with_keywords(arguments: Mapping[str, Any], context: ToolContext) -> Any:
                 return await target(**keywords(arguments, context))
 
-            return cls(acall_with_keywords, True, settings.sync_tool_slots, limit)
-        return cls(call_with_keywords, False, settings.sync_tool_slots, limit)
+            return cls(acall_with_keywords, True, settings.sync_tool_slots, limit, services)
+        return cls(call_with_keywords, False, settings.sync_tool_slots, limit, services)
 
     async def run(self, invocation: Invocation) -> RunOutcome:
         context = ToolContext(
@@ -109,6 +112,7 @@ class PythonRunner(Runner):
             logger=logging.getLogger(f"toolhost.tool.{invocation.tool.name}"),
             events=invocation.events,
             credentials=invocation.credentials,
+            services=self._services,
         )
         arguments = dict(invocation.arguments)
         try:

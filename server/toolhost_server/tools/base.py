@@ -6,16 +6,35 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..call_events import CallEvents
 from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import Annotations, Example, Parameter
 
+if TYPE_CHECKING:
+    from ..logs.inspector import LogInspector
+
+
+@dataclass(frozen=True, slots=True)
+class ToolServices:
+    """The parts of the server its Python tools may use, handed to every call in its ToolContext (as the MCP
+    SDK injects its Context), never reached through a process global: a process can run several servers, and
+    a tool must use the one that serves its call. A pack that needs another part adds a field here, which the
+    server (app.py) fills; a field is None where the server runs without that part (offline validation)."""
+
+    # The server's log readers (memory ring, files, database), merged: the log_inspector tool's data.
+    logs: LogInspector | None = None
+
+
+NO_SERVICES = ToolServices()
+
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """What a Python tool knows about the call it serves, besides its arguments."""
+    """What a Python tool knows about the call it serves, besides its arguments, and the server parts it may
+    use (`services`). The rights of the caller are checked before `run`: a tool with `requires_admin` runs
+    only for admins."""
 
     call_id: str
     tool_name: str
@@ -25,6 +44,7 @@ class ToolContext:
     # The credentials the tool declares (`credentials = ("winrm",)`), resolved for this call:
     # context.credentials["winrm"]["password"]. Never log or return them; the server redacts them anyway.
     credentials: ResolvedCredentials = NO_CREDENTIALS
+    services: ToolServices = NO_SERVICES
 
     def report_progress(self, progress: float, total: float | None = None, message: str = "") -> None:
         """Tell a streaming caller how far the tool got (in its own unit; `total` when known). Callable from

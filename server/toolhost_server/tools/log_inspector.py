@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InvalidPageTokenError, InvalidRequestError
-from ..logs.active import active_inspector
 from ..logs.query import LogFilter
 from ..logs.record import LEVELS
 from ..logs.time_bounds import parse_time_bound
@@ -46,10 +45,10 @@ class LogInspectorTool(Tool):
     annotations = Annotations(read_only=True, idempotent=True)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
-        inspector = active_inspector()
+        inspector = context.services.logs
         if inspector is None:
-            raise ToolRaisedFailure("no toolhost server runs in this process, so there are no logs to inspect",
-                                    "LOGS_UNAVAILABLE")
+            raise ToolRaisedFailure("this server was started without its log readers, so there are no logs to "
+                                    "inspect", "LOGS_UNAVAILABLE")
         try:
             log_filter = LogFilter(
                 min_level=arguments.get("level", ""),
