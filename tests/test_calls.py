@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 
 import grpc
 import pytest
@@ -14,6 +15,7 @@ from grpc_status import rpc_status
 from toolhost.v1 import tool_service_pb2
 
 from conftest import write_tool
+from test_auth import Tokens, auth_file_text, write_catalog
 
 DESCRIBE_TOOL = """
 name: describe
@@ -126,6 +128,72 @@ async def test_unknown_tool_is_not_found_with_suggestions(server):
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="eco"))
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND and "'echo'" in caught.value.details()
+
+
+async def test_an_unknown_name_is_told_in_sentences_with_the_close_names(server):
+    cases = {  # name: (the suggestions in ErrorInfo, the message's first sentence)
+        "describ": ("describe", "no tool named 'describ'; did you mean 'describe'?"),
+        "sleep": ("sleepy", "no tool named 'sleep'; did you mean 'sleepy'?"),
+        "nosuch": ("", "no tool named 'nosuch'."),
+    }
+    for name, (suggestions, sentence) in cases.items():
+        for request in (call(server, name, {}), server.stub.GetTool(tool_service_pb2.GetToolRequest(name=name))):
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await request
+            assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+            assert caught.value.details() == f"{sentence} ListTools lists every tool available to you."
+            info, _ = details(caught.value)
+            assert info.reason == "TOOL_NOT_FOUND"
+            assert (info.metadata["tool"], info.metadata["suggestions"]) == (name, suggestions)
+
+
+async def test_several_close_names_are_offered_closest_first(start_server, tmp_path):
+    for name in ("probe_a", "probe_b", "probe_c", "probe_d"):
+        write_tool(tmp_path, name)
+    server = await start_server(catalog_dirs=[tmp_path])
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="probe_"))
+    suggested = details(caught.value)[0].metadata["suggestions"].split(",")
+    assert len(suggested) == 3 and set(suggested) < {"probe_a", "probe_b", "probe_c", "probe_d"}
+    first, second, third = (repr(n) for n in suggested)
+    assert caught.value.details() == (f"no tool named 'probe_'; did you mean {first}, {second} or {third}? "
+                                      "ListTools lists every tool available to you.")
+
+
+async def test_suggestions_come_only_from_the_tools_the_caller_sees(start_server, tmp_path):
+    tokens = Tokens(*(secrets.token_urlsafe(32) for _ in range(3)))
+    auth_file = tmp_path / "auth.yaml"
+    auth_file.write_text(auth_file_text(tokens))
+    server = await start_server(catalog_dirs=[write_catalog(tmp_path / "catalog")], auth_file=auth_file)
+
+    async def not_found(token: str, name: str) -> grpc.aio.AioRpcError:
+        bearer = (("authorization", f"Bearer {token}"),)
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await server.stub.GetTool(tool_service_pb2.GetToolRequest(name=name), metadata=bearer)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND
+        return caught.value
+
+    # To the admin, who sees secret_tool, "secret_tol" is close to it; the agent sees neither it nor a hint.
+    assert details(await not_found(tokens.admin, "secret_tol"))[0].metadata["suggestions"] == "secret_tool"
+    hidden = await not_found(tokens.agent, "secret_tol")
+    assert hidden.details() == "no tool named 'secret_tol'. ListTools lists every tool available to you."
+    assert details(hidden)[0].metadata["suggestions"] == ""
+    assert b"secret_tool" not in b"".join(v for _, v in hidden.trailing_metadata() if isinstance(v, bytes))
+    # What the agent sees is still suggested.
+    assert details(await not_found(tokens.agent, "echo_on"))[0].metadata["suggestions"] == "echo_one"
+
+
+async def test_an_empty_name_is_invalid_argument_for_get_tool_as_for_call_tool(server):
+    for method, request, purpose in (
+        (server.stub.GetTool, tool_service_pb2.GetToolRequest(name=""), "describe"),
+        (server.stub.CallTool, tool_service_pb2.CallToolRequest(name=""), "call"),
+    ):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
+            await method(request)
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert caught.value.details() == f"name is required: the name of the tool to {purpose} (ListTools shows them)"
+        info, violations = details(caught.value)
+        assert info.reason == "INVALID_REQUEST" and violations == []
 
 
 async def test_tool_exception_is_a_failed_result_not_a_status(server):

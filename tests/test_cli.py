@@ -7,12 +7,17 @@ through asyncio.create_subprocess_exec so that the loop keeps serving while it w
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
+import pty
+import secrets
 import shutil
 import socket
+import struct
 import subprocess
 import sys
+import termios
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,12 +25,22 @@ import pytest
 
 from conftest import RunningServer, ServerFactory, write_tool
 from server_process import ServerProcess
+from test_auth import Tokens, auth_file_text, write_catalog
 
 TOOLS = {
     "nap": ("Sleeps for `delay` seconds.", "asyncio:sleep", "[{name: delay, type: number, required: true}]"),
     "parse_json": ("Parses JSON text.", "json:loads", "[{name: s, type: string, required: true}]"),
     "to_text": ("Writes an integer as text.", "builtins:str", "[{name: object, type: integer, required: true}]"),
 }
+# Several hundred characters, as real tools describe themselves; its parameter's description is long too.
+LONG_DESCRIPTION = " ".join(f"Sentence {i} of a description that goes on and on." for i in range(1, 9)) + " The end."
+LONG_TOOL = f"""\
+name: long_winded
+description: {LONG_DESCRIPTION}
+runner: {{type: python, entrypoint: 'builtins:str'}}
+parameters:
+  - {{name: object, type: string, description: "{LONG_DESCRIPTION}"}}
+"""
 TYPED_TOOL = """\
 name: typed
 description: Shows the types of its arguments.
@@ -74,6 +89,7 @@ async def server(start_server: ServerFactory, tmp_path: Path) -> RunningServer:
     catalog = tmp_path / "catalog"
     write_tool(catalog, "greet_someone")
     write_tool(catalog, "typed", TYPED_TOOL)
+    write_tool(catalog, "long_winded", LONG_TOOL)
     write_tool(catalog, "chatty", (
         "name: chatty\ndescription: Writes to both streams.\n"
         "runner: {type: script, script: \"#!/bin/sh\\necho out one\\necho err one >&2\\nprintf 'out two'\\n\"}\n"))
@@ -98,11 +114,87 @@ async def test_tools_list_prints_an_aligned_table(server):
     assert any(line.split()[:4] == ["typed", "testing", "cross-platform", "catalog"] for line in lines)
 
 
-async def test_tools_list_trims_descriptions_to_the_terminal(server):
-    run = await toolhost("tools", "list", env=cli_env(TOOLHOST_TARGET=server.target, COLUMNS="100"))
+def squeezed(text: str) -> str:
+    """`text` without whitespace: wrapped text compared with the text it wraps."""
+    return "".join(text.split())
+
+
+def without_columns(**extra: str) -> dict[str, str]:
+    env = cli_env(**extra)
+    env.pop("COLUMNS", None)
+    return env
+
+
+def assert_one_cut_line_per_tool(out: str, width: int) -> None:
+    """Every line fits in `width`, each tool is one line, and the long description is cut with an ellipsis."""
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= width, out
+    assert [line.split()[0] for line in lines[1:]] == sorted(line.split()[0] for line in lines[1:])
+    assert sum(line.startswith("long_winded ") for line in lines) == 1
+    cut = next(line for line in lines if line.startswith("long_winded "))
+    assert len(cut) == width and cut.endswith("\N{HORIZONTAL ELLIPSIS}"), cut
+
+
+@pytest.mark.parametrize("columns", [60, 200])
+async def test_tools_list_cuts_each_line_to_columns(server, columns):
+    run = await toolhost("tools", "list", env=cli_env(TOOLHOST_TARGET=server.target, COLUMNS=str(columns)))
     assert run.code == 0, run.err
-    assert all(len(line) <= 100 for line in run.out.splitlines())
-    assert any(line.endswith("...") for line in run.out.splitlines())
+    assert_one_cut_line_per_tool(run.out, columns)
+    tools = json.loads((await toolhost("tools", "list", "--target", server.target, "--json")).out)
+    assert len(run.out.splitlines()) == 1 + len(tools)
+    lines = run.out.splitlines()
+    cut = next(line for line in lines if line.startswith("long_winded "))
+    start = lines[0].index("DESCR")  # the header may be cut too
+    assert LONG_DESCRIPTION.startswith(cut[start:-1])
+    if columns == 200:  # a description that fits is not cut
+        assert next(line for line in lines if line.startswith("nap ")).endswith("Sleeps for `delay` seconds.")
+
+
+async def test_tools_list_into_a_pipe_fits_80_columns_without_a_terminal(server):
+    run = await toolhost("tools", "list", env=without_columns(TOOLHOST_TARGET=server.target))
+    assert run.code == 0, run.err
+    assert_one_cut_line_per_tool(run.out, 80)
+
+
+async def test_tools_list_into_a_pipe_fits_the_terminal_that_stderr_shows(server):
+    # `toolhost tools list | less`: stdout is a pipe, but the lines end up on the terminal stderr writes to.
+    leader, follower = pty.openpty()
+    try:
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 70, 0, 0))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "toolhost_server.cli", "tools", "list",
+            env=without_columns(TOOLHOST_TARGET=server.target), stdout=asyncio.subprocess.PIPE, stderr=follower)
+        out, _ = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert process.returncode == 0
+    assert_one_cut_line_per_tool(out.decode(), 70)
+
+
+async def test_json_and_tools_get_keep_the_whole_description(server):
+    env = cli_env(TOOLHOST_TARGET=server.target, COLUMNS="60")
+    for form in ("--json", "--jsonl"):
+        run = await toolhost("tools", "list", form, env=env)
+        assert run.code == 0, run.err
+        listed = json.loads(run.out) if form == "--json" else [json.loads(line) for line in run.out.splitlines()]
+        [tool] = [t for t in listed if t["name"] == "long_winded"]
+        assert tool["description"] == LONG_DESCRIPTION
+        assert tool["parameters"][0]["description"] == LONG_DESCRIPTION
+
+    run = await toolhost("tools", "get", "long_winded", env=env)
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    described = lines[1:lines.index("")]
+    assert squeezed(" ".join(described)) == squeezed(LONG_DESCRIPTION)
+    assert all(len(line) <= 60 for line in described)
+    # The parameter's description is wrapped under its column, whole, not cut.
+    parameters = lines[lines.index("Parameters:") + 2:]
+    assert squeezed(" ".join(parameters)) == squeezed(f"object string no - {LONG_DESCRIPTION}")
+    assert "\N{HORIZONTAL ELLIPSIS}" not in run.out
+
+    run = await toolhost("tools", "get", "long_winded", "--json", env=env)
+    assert json.loads(run.out)["description"] == LONG_DESCRIPTION
 
 
 async def test_tools_list_filters_and_prints_json(server):
@@ -136,10 +228,48 @@ async def test_tools_get_describes_parameters_annotations_and_examples(server):
     assert tool["name"] == "typed" and [p["name"] for p in tool["parameters"]][:2] == ["count", "ratio"]
 
 
+LIST_HINT = "`toolhost tools list` lists every tool available to you."
+
+
 async def test_tools_get_of_an_unknown_tool_exits_2_with_a_suggestion(server):
     run = await toolhost("--target", server.target, "tools", "get", "ecko")
     assert run.code == 2
-    assert "NOT_FOUND" in run.err and "did you mean 'echo'" in run.err
+    assert run.err == f"toolhost: NOT_FOUND: no tool named 'ecko'; did you mean 'echo'? {LIST_HINT}\n"
+
+
+@pytest.mark.parametrize("arguments", [[], ["text=hi"]])  # CallTool, and GetTool to type the argument first
+async def test_call_of_an_unknown_tool_says_so_in_sentences(server, arguments):
+    run = await toolhost("--target", server.target, "call", "ecoh", *arguments)
+    assert (run.code, run.out) == (2, "")
+    assert run.err == f"toolhost: NOT_FOUND: no tool named 'ecoh'; did you mean 'echo'? {LIST_HINT}\n"
+    run = await toolhost("--target", server.target, "call", "nosuch", *arguments)
+    assert run.err == f"toolhost: NOT_FOUND: no tool named 'nosuch'. {LIST_HINT}\n"
+    run = await toolhost("--target", server.target, "call", "to_txt", *arguments)
+    assert run.err == f"toolhost: NOT_FOUND: no tool named 'to_txt'; did you mean 'to_text'? {LIST_HINT}\n"
+
+
+async def test_an_empty_tool_name_is_a_usage_error(server):
+    run = await toolhost("--target", server.target, "tools", "get", "")
+    assert run.code == 2
+    assert run.err.startswith("toolhost: INVALID_ARGUMENT: name is required"), run.err
+
+
+async def test_the_cli_never_suggests_a_hidden_tool(start_server, tmp_path):
+    tokens = Tokens(*(secrets.token_urlsafe(32) for _ in range(3)))
+    auth_file = tmp_path / "auth.yaml"
+    auth_file.write_text(auth_file_text(tokens))
+    server = await start_server(catalog_dirs=[write_catalog(tmp_path / "catalog")], auth_file=auth_file)
+
+    async def get(token: str, name: str) -> Run:
+        token_file = tmp_path / "token"
+        token_file.write_text(token)
+        return await toolhost("--target", server.target, "--token-file", str(token_file), "tools", "get", name)
+
+    # The admin sees secret_tool, so the name is close enough to suggest; the agent does not see it.
+    assert "did you mean 'secret_tool'?" in (await get(tokens.admin, "secret_tol")).err
+    run = await get(tokens.agent, "secret_tol")
+    assert run.code == 2
+    assert run.err == f"toolhost: NOT_FOUND: no tool named 'secret_tol'. {LIST_HINT}\n"
 
 
 # --- call -------------------------------------------------------------------------------------------------

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import socket
 from collections.abc import Awaitable
 
 from toolhost.v1 import tool_service_pb2
+from toolhost_server.api.remote_client import GrpcRemoteCaller
 from toolhost_server.auth import hash_token
+from toolhost_server.runners.remote import RemoteCall
 
 from conftest import write_tool
 from tls_certificates import CertificateAuthority
@@ -51,6 +54,26 @@ async def test_a_call_runs_on_the_remote_toolhost(start_server, tmp_path):
     response = await front.stub.CallTool(tool_service_pb2.CallToolRequest(name="remote_missing"))
     assert not response.success and response.error.code == "REMOTE_ERROR"
     assert "NOT_FOUND" in response.error.message
+
+
+async def test_the_bundled_remote_echo_forwards_to_this_server_wherever_it_listens(start_server, caplog):
+    caplog.set_level(logging.INFO, logger="toolhost.audit")
+    server = await start_server()  # the bundled catalog, on a port picked at start
+    assert server.port != 50051
+    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+        name="remote_echo", arguments_json=json.dumps({"text": "hello"}), call_id="round-trip"))
+    assert response.success and response.output == "hello", response.error
+    # The forwarded call (it keeps the call id) ran on this very server, not on whatever 127.0.0.1:50051 is.
+    audited = [r.audit for r in caplog.records if r.name == "toolhost.audit" and hasattr(r, "audit")]
+    assert sorted(r["tool"] for r in audited if r["call_id"] == "round-trip") == ["echo", "remote_echo"]
+
+
+async def test_target_self_before_the_server_listens_is_a_tool_failure():
+    caller = GrpcRemoteCaller()  # as create_toolhost makes it; the server tells it its address once bound
+    outcome = await caller.call(RemoteCall(target="self", tool="echo", arguments={"text": "hi"}, call_id="early",
+                                           timeout_seconds=1, hops=1))
+    assert outcome.failure is not None and outcome.failure.code == "REMOTE_UNAVAILABLE"
+    assert "not listening" in outcome.failure.message  # said at once, not found out by dialling a host "self"
 
 
 async def test_an_unreachable_remote_is_a_tool_failure(start_server, tmp_path):

@@ -20,7 +20,7 @@ Problems with catalog files are not exceptions either once loading is done: they
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -38,15 +38,28 @@ class ToolhostError(Exception):
 
 
 class ToolNotFoundError(ToolhostError):
-    """No tool has the requested name."""
+    """No tool has the requested name, or none the caller may see (to the caller they are the same).
+
+    `suggestions` are close names, drawn only from the tools the caller sees: a suggestion must never reveal a
+    hidden tool.
+    """
 
     reason = "TOOL_NOT_FOUND"
 
-    def __init__(self, name: str, suggestions: list[str]) -> None:
-        hint = f"; did you mean {', '.join(repr(s) for s in suggestions)}?" if suggestions else ""
-        super().__init__(f"no tool named {name!r}{hint} ListTools shows every tool")
+    def __init__(self, name: str, suggestions: Sequence[str]) -> None:
+        super().__init__(f"{unknown_tool_sentence(name, suggestions)} ListTools lists every tool available to you.")
         self.name = name
-        self.suggestions = suggestions
+        self.suggestions = list(suggestions)
+
+
+def unknown_tool_sentence(name: str, suggestions: Sequence[str]) -> str:
+    """What an unknown name gets told first: `no tool named 'ecoh'; did you mean 'echo'?`, or `no tool named
+    'x'.` when nothing is close. The CLI says the same, then points at its own command rather than the RPC."""
+    if not suggestions:
+        return f"no tool named {name!r}."
+    quoted = [repr(s) for s in suggestions]
+    options = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    return f"no tool named {name!r}; did you mean {options}?"
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,7 +79,8 @@ class Snapshot:
         return self._tools
 
     def get(self, name: str) -> RegisteredTool:
-        """The tool called `name`, or ToolNotFoundError suggesting close names."""
+        """The tool called `name`, or ToolNotFoundError suggesting close names from every tool: for the server's
+        own use. A request's lookup goes through auth.find_visible, which suggests only what its caller sees."""
         try:
             return self._tools[name]
         except KeyError:

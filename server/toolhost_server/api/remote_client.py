@@ -13,6 +13,9 @@ from ..runners import RunOutcome, ToolFailure
 from ..runners.remote import RemoteCall, RemoteTls
 
 HOPS_METADATA_KEY = "toolhost-hops"
+# The remote runner's `target: self`: this server's own gRPC listener, wherever it was bound (a port chosen at
+# start included), so a catalog can forward to the server that serves it without knowing its address.
+SELF_TARGET = "self"
 
 # Transparent retries stay on in gRPC even with retries disabled only for calls that never left the client;
 # disabling the retry policy makes sure a forwarded call with side effects runs at most once per request.
@@ -28,6 +31,11 @@ class GrpcRemoteCaller:
 
     def __init__(self) -> None:
         self._channels: dict[tuple[str, RemoteTls | None], grpc.aio.Channel] = {}
+        self._own_target = ""
+
+    def serve_self_at(self, target: str) -> None:
+        """Where `target: self` connects: the server calls this once its listener is bound."""
+        self._own_target = target
 
     def _stub(self, target: str, tls: RemoteTls | None) -> tool_service_pb2_grpc.ToolServiceStub:
         channel = self._channels.get((target, tls))
@@ -46,15 +54,21 @@ class GrpcRemoteCaller:
         metadata = [(HOPS_METADATA_KEY, str(request.hops)), *request.trace_headers.items()]
         if request.token:
             metadata.append(("authorization", f"Bearer {request.token}"))
+        target = request.target
+        if target == SELF_TARGET:
+            if not self._own_target:
+                return RunOutcome(failure=ToolFailure(
+                    "REMOTE_UNAVAILABLE", "target self: this server is not listening for gRPC"))
+            target = self._own_target
         try:
-            response = await self._stub(request.target, request.tls).CallTool(
+            response = await self._stub(target, request.tls).CallTool(
                 tool_service_pb2.CallToolRequest(
                     name=request.tool, arguments_json=json.dumps(dict(request.arguments)), call_id=request.call_id),
                 timeout=request.timeout_seconds,
                 metadata=metadata,
             )
         except grpc.aio.AioRpcError as exc:
-            return _failure_of(request, exc)
+            return _failure_of(request, target, exc)
         return RunOutcome(
             output=response.output,
             stderr=response.stderr,
@@ -84,9 +98,9 @@ def _channel_credentials(tls: RemoteTls) -> grpc.ChannelCredentials:
     )
 
 
-def _failure_of(request: RemoteCall, exc: grpc.aio.AioRpcError) -> RunOutcome:
+def _failure_of(request: RemoteCall, target: str, exc: grpc.aio.AioRpcError) -> RunOutcome:
     code = exc.code()
-    where = f"remote toolhost {request.target}"
+    where = f"remote toolhost {target}" if target == request.target else f"toolhost {request.target} ({target})"
     if code == grpc.StatusCode.UNAVAILABLE:
         return RunOutcome(failure=ToolFailure("REMOTE_UNAVAILABLE", f"{where} is unreachable: {exc.details()}"))
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:

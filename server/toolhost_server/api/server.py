@@ -39,6 +39,14 @@ def _bind(
     return port
 
 
+def own_target(address: str, port: int) -> str:
+    """Where this server reaches its own listener on `address`, bound to `port`: a wildcard host (every
+    interface) is reached on loopback."""
+    host = address.rpartition(":")[0]
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "[::]": "[::1]"}.get(host, host)
+    return f"{host}:{port}"
+
+
 def create_toolhost(config: Config) -> Toolhost:
     """A Toolhost whose remote runner forwards over gRPC."""
     return Toolhost(config, remote_caller=GrpcRemoteCaller())
@@ -76,6 +84,9 @@ class GrpcServer:
     async def start(self) -> int:
         config = self.toolhost.config
         self.port = _bind(self.server, config.grpc_address, "grpc_address", server_credentials(config))
+        caller = self.toolhost.runner_settings.remote_caller
+        if isinstance(caller, GrpcRemoteCaller):
+            caller.serve_self_at(own_target(config.grpc_address, self.port))
         if config.unix_socket:
             _bind(self.server, f"unix:{config.unix_socket}", "unix_socket")
         await self.server.start()

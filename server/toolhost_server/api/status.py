@@ -61,7 +61,10 @@ def status_of(exc: BaseException, method: str) -> grpc.Status:
         message, reason = exc.message, exc.reason
         metadata = {"method": method}
         if isinstance(exc, ToolNotFoundError):
+            # The close names, comma-separated (no tool name holds a comma), so that a client can offer them in
+            # its own words, as the CLI does.
             metadata["tool"] = exc.name
+            metadata["suggestions"] = ",".join(exc.suggestions)
         details = [_pack(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata))]
         if isinstance(exc, InvalidArgumentsError):
             violations = [

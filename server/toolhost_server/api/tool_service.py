@@ -10,7 +10,8 @@ import grpc
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 from ..app import Toolhost
-from ..auth import Caller, VisibleChanges, find_visible, require_admin
+from ..auth import Caller, VisibleChanges, find_visible
+from ..errors import InvalidRequestError
 from ..listing import ToolFilter, list_tools
 from ..pipeline import CallRequest
 from ..telemetry.trace_context import TRACE_CONTEXT_KEYS
@@ -62,6 +63,9 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         self, request: tool_service_pb2.GetToolRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.GetToolResponse:
         caller = self._caller(context)
+        if not request.name:
+            # A missing name is the caller's slip, as CallTool says: not an unknown tool called ''.
+            raise InvalidRequestError("name is required: the name of the tool to describe (ListTools shows them)")
         snapshot = self._toolhost.registry.snapshot
         tool = find_visible(snapshot, caller, request.name)
         full = request.view != tool_pb2.TOOL_VIEW_BASIC
@@ -91,8 +95,7 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
     async def Reload(
         self, request: tool_service_pb2.ReloadRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.ReloadResponse:
-        require_admin(self._caller(context), "Reload")
-        return reload_response(await self._toolhost.reloader.reload("Reload RPC"))
+        return reload_response(await self._toolhost.reload(self._caller(context), "Reload RPC"))
 
     async def WatchTools(
         self, request: tool_service_pb2.WatchToolsRequest, context: grpc.aio.ServicerContext

@@ -16,7 +16,7 @@ from toolhost import CallProgress, Client, OutputChunk, ToolhostError, ToolInfo,
 from ._arguments import call_arguments
 from ._connection_options import client_security
 from ._errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, report_error
-from ._output import format_reload, format_table, json_text, one_line, terminal_width
+from ._output import format_reload, format_table, json_text, one_line, summary_width
 
 ClientCommand = Callable[[Client, argparse.Namespace], int]
 
@@ -56,7 +56,9 @@ def tools_list(client: Client, args: argparse.Namespace) -> int:
         print("no tools match", file=sys.stderr)
         return EXIT_OK
     headers = ["NAME", "CATEGORY", "PLATFORM", "SOURCE", "DESCRIPTION"]
-    print("\n".join(format_table(headers, rows, terminal_width())))
+    # One line per tool, cut to fit: a whole description wraps into a wall of text. `tools get` and --json
+    # have it whole.
+    print("\n".join(format_table(headers, rows, summary_width())))
     return EXIT_OK
 
 
@@ -95,7 +97,7 @@ def tools_get(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(tool.to_dict()))
         return EXIT_OK
-    width = terminal_width() or 100
+    width = summary_width()
     lines = [f"{tool.name} ({tool.display_name}), version {tool.version}"]
     lines += textwrap.wrap(tool.description, width=max(width - 2, 40), initial_indent="  ",
                            subsequent_indent="  ")
@@ -114,7 +116,9 @@ def tools_get(client: Client, args: argparse.Namespace) -> int:
     rows = _parameter_rows(tool)
     lines += ["", "Parameters:"]
     if rows:
-        lines += format_table(["NAME", "TYPE", "REQUIRED", "DEFAULT", "DESCRIPTION"], rows, width, indent="  ")
+        # Wrapped, not cut: this is where a person reads what each parameter means.
+        lines += format_table(["NAME", "TYPE", "REQUIRED", "DEFAULT", "DESCRIPTION"], rows, width, indent="  ",
+                              wrap=True)
     else:
         lines.append("  none")
     if tool.examples:

@@ -14,6 +14,7 @@ from toolhost import (
     UnavailableError,
 )
 
+from ..errors import unknown_tool_sentence
 from ._output import one_line
 
 EXIT_OK = 0
@@ -39,7 +40,12 @@ def report_error(exc: ToolhostError, target: str) -> int:
         print(f"toolhost: {exc.code.name}: {exc.message} (--token-file or TOOLHOST_TOKEN_FILE sends a token, "
               "--tls-cert and --tls-key a client certificate)", file=sys.stderr)
         return EXIT_FAILED
-    if exc.field_violations:
+    if exc.reason == ErrorReason.TOOL_NOT_FOUND and {"tool", "suggestions"} <= exc.metadata.keys():
+        # The server's sentence, but pointing at this command instead of the ListTools RPC.
+        suggestions = [name for name in exc.metadata["suggestions"].split(",") if name]
+        print(f"toolhost: {exc.code.name}: {unknown_tool_sentence(exc.metadata['tool'], suggestions)} "
+              "`toolhost tools list` lists every tool available to you.", file=sys.stderr)
+    elif exc.field_violations:
         # The server's message lists the same problems in one line; one per line reads better.
         print(f"toolhost: {exc.code.name}: the arguments do not fit the tool (`toolhost tools get` shows its "
               "parameters):", file=sys.stderr)

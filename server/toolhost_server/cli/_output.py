@@ -3,16 +3,40 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from toolhost import ReloadResult
 
+ELLIPSIS = "\N{HORIZONTAL ELLIPSIS}"
+# The width of a table whose output reaches no terminal we can ask, as dpkg and others assume.
+FALLBACK_WIDTH = 80
+
 
 def terminal_width() -> int:
-    """The terminal's width, or 0 when output is not a terminal (then nothing is cut)."""
+    """The terminal's width (COLUMNS first), or 0 when output is not a terminal (then nothing is cut)."""
     return shutil.get_terminal_size((0, 0)).columns
+
+
+def summary_width() -> int:
+    """The width for lines that summarise (a table of tools, whose whole descriptions `tools get` and --json
+    give): COLUMNS, else stdout's terminal, else stderr's, else 80.
+
+    Piped into less, grep or head, the output still ends on the terminal stderr writes to, and each tool stays
+    one line there; only COLUMNS (an explicit wish, e.g. COLUMNS=1000) or a terminal of its own widens it.
+    """
+    width = terminal_width()
+    if width > 0:
+        return width
+    try:
+        width = os.get_terminal_size(sys.__stderr__.fileno()).columns if sys.__stderr__ else 0
+    except (OSError, ValueError):  # not a terminal, or a closed stderr
+        width = 0
+    return width if width > 0 else FALLBACK_WIDTH
 
 
 def one_line(text: str) -> str:
@@ -20,21 +44,28 @@ def one_line(text: str) -> str:
 
 
 def trim(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, an ellipsis marking the cut; whole when it fits or `limit` is 0."""
     if limit <= 0 or len(text) <= limit:
         return text
-    return text[: max(limit - 3, 0)] + "..."
+    return text[: limit - 1].rstrip() + ELLIPSIS
 
 
-def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]], width: int = 0, indent: str = "") -> list[str]:
-    """Aligned columns; with `width`, the last column is cut so each line fits (but keeps 20 characters)."""
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]], width: int = 0, indent: str = "",
+                 wrap: bool = False) -> list[str]:
+    """Aligned columns. With `width`, each line is cut to fit (the last column, the long one, goes first); with
+    `wrap` too, the last column is wrapped under itself instead, so nothing is lost (it keeps 20 characters
+    even where that overflows)."""
     table = [list(headers), *(list(row) for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(headers) - 1)]
-    lead = len(indent) + sum(w + 2 for w in widths)
-    last_limit = max(width - lead, 20) if width else 0
     lines = []
     for row in table:
-        cells = [cell.ljust(w) for cell, w in zip(row, widths, strict=False)]
-        lines.append((indent + "  ".join([*cells, trim(row[-1], last_limit)])).rstrip())
+        lead = indent + "".join(cell.ljust(w) + "  " for cell, w in zip(row, widths, strict=False))
+        if wrap and width:
+            parts = textwrap.wrap(row[-1], max(width - len(lead), 20)) or [""]
+            lines.append((lead + parts[0]).rstrip())
+            lines += [" " * len(lead) + part for part in parts[1:]]
+        else:
+            lines.append(trim((lead + row[-1]).rstrip(), width))
     return lines
 
 

@@ -2,7 +2,7 @@
 
     runner:
       type: remote
-      target: dns:///workers.tools.svc:50051
+      target: dns:///workers.tools.svc:50051   # or `self`: this server's own gRPC address, wherever it listens
       tool: dns_lookup                     # optional: the name on the remote (default: this tool's)
       tls: {ca_file: /etc/toolhost/ca.pem, cert_file: ..., key_file: ..., server_name: ...}  # all optional
       token_credential: workers            # send credentials["workers"]["token"] as a bearer token
@@ -86,7 +86,7 @@ class RemoteRunner(Runner):
         target = config.get("target")
         if not isinstance(target, str) or not target.strip():
             raise RunnerConfigError("a remote runner needs `target:`, the other toolhost's gRPC address, for "
-                                    "example dns:///pipeline:50051")
+                                    "example dns:///pipeline:50051 (or `self`, this server's own)")
         remote_tool = config.get("tool", tool.name)
         if not isinstance(remote_tool, str) or not remote_tool:
             raise RunnerConfigError("runner.tool must be the tool's name on the remote toolhost")
