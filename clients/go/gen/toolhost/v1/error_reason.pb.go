@@ -32,7 +32,9 @@ type ErrorReason int32
 const (
 	// Not set; never sent.
 	ErrorReason_ERROR_REASON_UNSPECIFIED ErrorReason = 0
-	// No tool has the requested name (NOT_FOUND). The message suggests close names.
+	// No tool the caller can see has the requested name (NOT_FOUND). The ErrorInfo metadata has `tool`, the name
+	// asked for, and `suggestions`, the close names the caller can see, comma-separated (empty when there are
+	// none); the message says the same in a sentence.
 	ErrorReason_ERROR_REASON_TOOL_NOT_FOUND ErrorReason = 1
 	// The arguments do not match the tool's input schema (INVALID_ARGUMENT). The status also carries a
 	// google.rpc.BadRequest with one field violation per problem, each naming a JSON pointer.

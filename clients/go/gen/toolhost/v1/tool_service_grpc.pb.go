@@ -48,8 +48,9 @@ type ToolServiceClient interface {
 	// `next_page_token` of one response continues the same filter in the next request, also across reloads (a
 	// tool added behind the cursor after the first page is not returned); an empty token means the last page.
 	ListTools(ctx context.Context, in *ListToolsRequest, opts ...grpc.CallOption) (*ListToolsResponse, error)
-	// GetTool returns one tool by name, in the FULL view unless asked otherwise. An unknown name is NOT_FOUND
-	// with the closest names suggested in the message.
+	// GetTool returns one tool by name, in the FULL view unless asked otherwise. An empty name is
+	// INVALID_ARGUMENT; an unknown name (or one the caller may not see) is NOT_FOUND with the closest names the
+	// caller can see suggested.
 	GetTool(ctx context.Context, in *GetToolRequest, opts ...grpc.CallOption) (*GetToolResponse, error)
 	// CallTool runs a tool and waits for its result.
 	//
@@ -185,8 +186,9 @@ type ToolServiceServer interface {
 	// `next_page_token` of one response continues the same filter in the next request, also across reloads (a
 	// tool added behind the cursor after the first page is not returned); an empty token means the last page.
 	ListTools(context.Context, *ListToolsRequest) (*ListToolsResponse, error)
-	// GetTool returns one tool by name, in the FULL view unless asked otherwise. An unknown name is NOT_FOUND
-	// with the closest names suggested in the message.
+	// GetTool returns one tool by name, in the FULL view unless asked otherwise. An empty name is
+	// INVALID_ARGUMENT; an unknown name (or one the caller may not see) is NOT_FOUND with the closest names the
+	// caller can see suggested.
 	GetTool(context.Context, *GetToolRequest) (*GetToolResponse, error)
 	// CallTool runs a tool and waits for its result.
 	//

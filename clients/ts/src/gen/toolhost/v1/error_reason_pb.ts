@@ -30,7 +30,9 @@ export enum ErrorReason {
   UNSPECIFIED = 0,
 
   /**
-   * No tool has the requested name (NOT_FOUND). The message suggests close names.
+   * No tool the caller can see has the requested name (NOT_FOUND). The ErrorInfo metadata has `tool`, the name
+   * asked for, and `suggestions`, the close names the caller can see, comma-separated (empty when there are
+   * none); the message says the same in a sentence.
    *
    * @generated from enum value: ERROR_REASON_TOOL_NOT_FOUND = 1;
    */

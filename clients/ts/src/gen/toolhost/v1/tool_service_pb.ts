@@ -815,8 +815,9 @@ export const ToolService: GenService<{
     output: typeof ListToolsResponseSchema;
   },
   /**
-   * GetTool returns one tool by name, in the FULL view unless asked otherwise. An unknown name is NOT_FOUND
-   * with the closest names suggested in the message.
+   * GetTool returns one tool by name, in the FULL view unless asked otherwise. An empty name is
+   * INVALID_ARGUMENT; an unknown name (or one the caller may not see) is NOT_FOUND with the closest names the
+   * caller can see suggested.
    *
    * @generated from rpc toolhost.v1.ToolService.GetTool
    */
