@@ -4,7 +4,7 @@
 # Listening beyond loopback needs TLS and an auth file (README, "Authentication"), or TOOLHOST_INSECURE=true
 # behind something that authenticates; the server refuses to start otherwise.
 
-# grpc-health-probe for the HEALTHCHECK and Kubernetes probes, at the version tools/go.mod pins.
+# grpc-health-probe for the HEALTHCHECK and Kubernetes exec probes, at the version tools/go.mod pins.
 FROM golang:1.24-bookworm AS probe
 ARG GRPC_HEALTH_PROBE_VERSION=v0.4.40
 RUN CGO_ENABLED=0 GOBIN=/out go install "github.com/grpc-ecosystem/grpc-health-probe@${GRPC_HEALTH_PROBE_VERSION}"
@@ -28,6 +28,8 @@ RUN apt-get update \
  && install -d -o toolhost -g toolhost -m 0700 /var/lib/toolhost
 COPY --from=build /opt/toolhost /opt/toolhost
 COPY --from=probe /out/grpc-health-probe /usr/local/bin/grpc-health-probe
+# grpc-health-probe with the server's own TLS settings: `healthcheck` in HEALTHCHECK and in Kubernetes exec probes.
+COPY --chmod=0755 deploy/docker/healthcheck.sh /usr/local/bin/healthcheck
 ENV PATH=/opt/toolhost/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     TOOLHOST_GRPC_ADDRESS=0.0.0.0:50051 \
@@ -37,7 +39,7 @@ ENV PATH=/opt/toolhost/bin:$PATH \
 USER 10001:10001
 WORKDIR /var/lib/toolhost
 EXPOSE 50051 8010
-HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
-  CMD ["grpc-health-probe", "-addr", "127.0.0.1:50051"]
+# The script gives the probe 2 s to connect and 2 s to answer: a busy server is not taken for a dead one.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 CMD ["healthcheck"]
 # The bundled example catalog serves unless TOOLHOST_CATALOG_DIRS (a mounted ConfigMap) says otherwise.
 ENTRYPOINT ["toolhost", "serve"]

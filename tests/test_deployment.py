@@ -1,30 +1,51 @@
-"""The deployment files: the Dockerfile linted and its references checked, docker-compose.yml against the spec,
-the Kubernetes manifests against the Kubernetes schemas and against what the server needs.
+"""The deployment files: the Dockerfile linted and its references checked, its health check run against real
+servers, docker-compose.yml against the spec, the Kubernetes manifests against the Kubernetes schemas and
+against what the server needs.
 
 No Docker engine or cluster runs here, so the image is not built and the manifests are not applied in the
 tests: everything around them is checked instead (hadolint, every file the Dockerfile copies, the versions it
-pins, the settings it sets; the Compose specification and what Compose mounts; the Kubernetes schemas, and the
+pins, the settings it sets, the health check script; the Compose specification and what Compose mounts; the
+Kubernetes schemas, every object a manifest names, the memory its settings let the server hold, and the
 settings each container's environment gives the server, loaded and checked like the server would).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import re
 import shlex
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+import pytest
 import yaml
 
+from toolhost_server.api.tls import CertificateFiles
+from toolhost_server.audit import AuditTrail
 from toolhost_server.auth import check_exposure
+from toolhost_server.auth.auth_file import read_auth_file
 from toolhost_server.config import SETTINGS, Config, load_config
+from toolhost_server.logs.database import DatabaseLogHandler
+from toolhost_server.store.errors import StoreKeyError
+from toolhost_server.store.keys import parse_store_key
+
+from server_process import ServerProcess
+from tls_certificates import CertificateAuthority
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"
+HEALTHCHECK = ROOT / "deploy" / "docker" / "healthcheck.sh"
 BIN = Path(sys.executable).parent
+TOOLS_BIN = ROOT / ".tools" / "bin"
 SETTING_VARIABLES = {setting.env_var for setting in SETTINGS} | {"TOOLHOST_STORE_KEY", "TOOLHOST_CRED_"}
+MiB = 1024 * 1024
 
 
 def dockerfile_instructions() -> list[tuple[str, str]]:
@@ -39,6 +60,11 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
     return pairs
 
 
+def final_stage() -> list[tuple[str, str]]:
+    instructions = dockerfile_instructions()
+    return instructions[max(i for i, (name, _) in enumerate(instructions) if name == "FROM"):]
+
+
 def test_hadolint_finds_nothing():
     done = subprocess.run([str(BIN / "hadolint"), "--config", str(ROOT / ".hadolint.yaml"), str(DOCKERFILE)],
                           capture_output=True, text=True, timeout=60, check=False)
@@ -51,7 +77,7 @@ def test_every_file_the_dockerfile_copies_exists_and_is_in_the_build_context():
     copied = []
     for instruction, arguments in dockerfile_instructions():
         if instruction == "COPY" and "--from=" not in arguments:
-            copied += shlex.split(arguments)[:-1]
+            copied += [word for word in shlex.split(arguments)[:-1] if not word.startswith("--")]
     assert copied, "the Dockerfile copies nothing from the context"
     for source in copied:
         assert (ROOT / source).exists(), f"COPY {source}: no such file in the repository"
@@ -60,14 +86,17 @@ def test_every_file_the_dockerfile_copies_exists_and_is_in_the_build_context():
 
 
 def test_the_image_is_non_root_with_a_healthcheck_and_the_pinned_probe():
-    instructions = dockerfile_instructions()
-    final_stage = instructions[max(i for i, (name, _) in enumerate(instructions) if name == "FROM"):]
-    users = [arguments for name, arguments in final_stage if name == "USER"]
+    stage = final_stage()
+    users = [arguments for name, arguments in stage if name == "USER"]
     assert users and not users[-1].startswith(("0", "root")), "the final stage must run as a non-root user"
-    healthcheck = next(arguments for name, arguments in final_stage if name == "HEALTHCHECK")
-    assert '"grpc-health-probe", "-addr", "127.0.0.1:50051"' in healthcheck
+    # The health check is the script, installed executable on PATH, next to the probe it runs.
+    healthcheck = next(arguments for name, arguments in stage if name == "HEALTHCHECK")
+    assert healthcheck.endswith('CMD ["healthcheck"]')
+    copies = [shlex.split(arguments) for name, arguments in stage if name == "COPY"]
+    assert ["--chmod=0755", str(HEALTHCHECK.relative_to(ROOT)), "/usr/local/bin/healthcheck"] in copies
+    assert any(words[-1] == "/usr/local/bin/grpc-health-probe" for words in copies)
     # No build tools in the runtime image: only what runs there is installed.
-    installs = " ".join(arguments for name, arguments in final_stage if name == "RUN")
+    installs = " ".join(arguments for name, arguments in stage if name == "RUN")
     for tool in ("gcc", "build-essential", "golang", "git "):
         assert tool not in installs
     # The probe is the version the developer tools pin.
@@ -82,6 +111,76 @@ def test_the_dockerfile_sets_only_real_settings():
     for variable in set_variables:
         assert variable in SETTING_VARIABLES, f"{variable} is no setting of the server"
 
+
+# --- The health check script, run against real servers --------------------------------------------------------
+
+async def healthcheck(environment: Mapping[str, str], *arguments: str) -> int:
+    """The exit status of the image's health check, run by the image's shell (dash) with the given TOOLHOST_*
+    variables, the pinned grpc-health-probe on PATH and nothing else of this process's environment."""
+    process = await asyncio.create_subprocess_exec(
+        "/bin/sh", str(HEALTHCHECK), *arguments, env={"PATH": f"{TOOLS_BIN}:/usr/bin:/bin", **environment},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    return await process.wait()
+
+
+async def test_the_healthcheck_passes_on_a_serving_server_and_fails_on_a_draining_or_stopped_one():
+    server = ServerProcess(env={"TOOLHOST_SHUTDOWN_DELAY_SECONDS": "60"})
+    port = await server.start()
+    try:
+        assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}) == 0
+        # The image's address, every interface, is probed on loopback.
+        assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"0.0.0.0:{port}"}) == 0
+        assert server.process is not None
+        server.process.send_signal(signal.SIGTERM)
+        # Logged in the step of the server's event loop that turns health NOT_SERVING: no probe comes between.
+        await server.wait_for_log(rb"health is NOT_SERVING")
+        assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}) == 4  # NOT_SERVING: not ready
+    finally:
+        await server.stop()
+    assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}) == 2  # nobody listens
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthority:
+    return CertificateAuthority(tmp_path_factory.mktemp("pki"))
+
+
+async def test_the_healthcheck_speaks_tls_when_the_server_does(certificates):
+    # Signed by a CA the probe does not trust, like a cluster's own CA: it passes because it does not verify.
+    server_pair = certificates.issue_server("tls-server")
+    tls = {"TOOLHOST_TLS_CERT_FILE": str(server_pair.certificate), "TOOLHOST_TLS_KEY_FILE": str(server_pair.key)}
+    server = ServerProcess(env=tls)
+    port = await server.start()
+    try:
+        address = {"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}
+        assert await healthcheck({**address, **tls}) == 0
+        assert await healthcheck(address) != 0  # plaintext to a TLS server: the TLS flags are what made it pass
+    finally:
+        await server.stop()
+
+
+async def test_with_client_certificates_required_the_healthcheck_uses_the_unix_socket_or_a_given_certificate(
+        certificates):
+    server_pair = certificates.issue_server("mtls-server")
+    client_pair = certificates.issue_client("probe", "probe")
+    tls = {"TOOLHOST_TLS_CERT_FILE": str(server_pair.certificate), "TOOLHOST_TLS_KEY_FILE": str(server_pair.key),
+           "TOOLHOST_TLS_CLIENT_CA_FILE": str(certificates.certificate)}
+    server = ServerProcess(env=tls)
+    # In the data directory: a short path (a unix socket path has ~100 bytes at most), gone with the server.
+    socket = {"TOOLHOST_UNIX_SOCKET": str(Path(server.data_dir) / "toolhost.sock")}
+    server.env.update(socket)
+    port = await server.start()
+    try:
+        address = {"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}
+        assert await healthcheck({**address, **tls, **socket}) == 0
+        assert await healthcheck({**address, **tls}) != 0  # TCP without a client certificate: refused
+        assert await healthcheck({**address, **tls}, "-tls-client-cert", str(client_pair.certificate),
+                                 "-tls-client-key", str(client_pair.key)) == 0
+    finally:
+        await server.stop()
+
+
+# --- Compose --------------------------------------------------------------------------------------------------
 
 def test_docker_compose_is_valid_against_the_compose_specification():
     done = subprocess.run(
@@ -109,7 +208,13 @@ def test_compose_mounts_what_exists_and_wires_traces_and_metrics():
     collector_port = environment["OTEL_EXPORTER_OTLP_ENDPOINT"].rsplit(":", 1)[1]
     collector = yaml.safe_load((ROOT / "deploy/compose/otel-collector.yaml").read_text())
     assert collector["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].endswith(f":{collector_port}")
-    assert collector["exporters"]["otlp/jaeger"]["endpoint"].startswith("jaeger:")
+    # Jaeger v2 takes OTLP itself (v1's all-in-one needed COLLECTOR_OTLP_ENABLED), on every interface.
+    jaeger = services["jaeger"]
+    assert re.fullmatch(r"jaegertracing/jaeger:2\.\d+\.\d+", jaeger["image"]), jaeger["image"]
+    assert jaeger["environment"] == {"JAEGER_LISTEN_HOST": "0.0.0.0"}
+    exporter = collector["exporters"]["otlp/jaeger"]
+    assert exporter["endpoint"] == "jaeger:4317" and exporter["tls"] == {"insecure": True}
+    assert collector["service"]["pipelines"]["traces"]["exporters"] == ["otlp/jaeger"]
     prometheus = yaml.safe_load((ROOT / "deploy/compose/prometheus.yml").read_text())
     [job] = prometheus["scrape_configs"]
     http_port = re.search(r"TOOLHOST_HTTP_ADDRESS=0\.0\.0\.0:(\d+)", DOCKERFILE.read_text())
@@ -121,36 +226,177 @@ def test_compose_mounts_what_exists_and_wires_traces_and_metrics():
 # --- Kubernetes --------------------------------------------------------------------------------------------
 
 K8S = ROOT / "deploy" / "k8s"
+KUSTOMIZATION = K8S / "kustomization.yaml"
+SIDECAR, STANDALONE, NETWORK_POLICY = K8S / "sidecar.yaml", K8S / "standalone.yaml", K8S / "networkpolicy.yaml"
+WORKLOADS = ("Deployment", "StatefulSet", "DaemonSet", "Job")
+Shipped = Mapping[tuple[str, str], dict[str, Any]]  # objects by (kind, name)
 
 
-def k8s_documents(name: str) -> dict[str, dict]:
-    return {doc["kind"]: doc for doc in yaml.safe_load_all((K8S / name).read_text())}
+def manifests() -> list[Path]:
+    """Every Kubernetes manifest shipped (the kustomization is kustomize's, not the cluster's)."""
+    return sorted(path for path in K8S.glob("*.yaml") if path != KUSTOMIZATION)
 
 
-def toolhost_container(pod_spec: dict) -> dict:
-    return next(c for c in [*pod_spec.get("initContainers", []), *pod_spec["containers"]] if c["name"] == "toolhost")
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [document for document in yaml.safe_load_all(path.read_text()) if document]
 
 
-def container_config(container: dict) -> Config:
-    """The server's Config from the container's environment; values from Secrets get a stand-in."""
-    environ = {e["name"]: e.get("value", "from-a-secret") for e in container["env"]}
-    environ["TOOLHOST_DATABASE_URL"] = environ.get("TOOLHOST_DATABASE_URL", "") and "postgresql://u:p@db/toolhost"
-    return load_config(environ={k: v for k, v in environ.items() if k.startswith("TOOLHOST_")})
+def the(path: Path, kind: str) -> dict[str, Any]:
+    [document] = [d for d in documents(path) if d["kind"] == kind]
+    return document
 
 
-def test_the_manifests_are_valid_kubernetes_objects():
-    done = subprocess.run([str(BIN / "kubernetes-validate"), "--strict", *map(str, sorted(K8S.glob("*.yaml")))],
+def generated_objects() -> list[dict[str, Any]]:
+    """The ConfigMaps and Secrets kustomization.yaml generates, as kustomize makes them (but for the hash that
+    it appends to some names, and writes into the references too)."""
+    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
+    objects = []
+    for kind, generators in (("ConfigMap", "configMapGenerator"), ("Secret", "secretGenerator")):
+        for generator in kustomization.get(generators, []):
+            data: dict[str, str] = {}
+            for source in generator.get("files", []):
+                key, _, file = source.rpartition("=")  # "key=path", or "path" for the file's own name
+                data[key or Path(file).name] = (K8S / file).read_text()
+            for env_file in generator.get("envs", []):
+                for line in (K8S / env_file).read_text().splitlines():
+                    if line.strip() and not line.startswith("#"):
+                        key, _, value = line.partition("=")
+                        data[key] = value
+            for literal in generator.get("literals", []):
+                key, _, value = literal.partition("=")
+                data[key] = value
+            made: dict[str, Any] = {"apiVersion": "v1", "kind": kind, "metadata": {"name": generator["name"]},
+                                    "data" if kind == "ConfigMap" else "stringData": data}
+            if "type" in generator:
+                made["type"] = generator["type"]
+            objects.append(made)
+    return objects
+
+
+def shipped_with(path: Path) -> Shipped:
+    """The objects applied together with the manifest at `path`, by (kind, name): its own, and for a resource of
+    kustomization.yaml, those of every other resource and the generated ones."""
+    together = documents(path)
+    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
+    if path.name in kustomization["resources"]:
+        together = [d for resource in kustomization["resources"] for d in documents(K8S / resource)]
+        together += generated_objects()
+    return {(d["kind"], d["metadata"]["name"]): d for d in together}
+
+
+def object_data(shipped: dict[str, Any]) -> dict[str, str]:
+    return {**shipped.get("data", {}), **shipped.get("stringData", {})}
+
+
+def pod_specs(path: Path) -> Iterator[dict[str, Any]]:
+    for document in documents(path):
+        if document["kind"] == "Pod":
+            yield document["spec"]
+        elif document["kind"] in WORKLOADS:
+            yield document["spec"]["template"]["spec"]
+
+
+def all_containers(pod_spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
+
+
+def toolhost_container(pod_spec: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in all_containers(pod_spec) if c["name"] == "toolhost")
+
+
+def references(pod_spec: dict[str, Any]) -> Iterator[tuple[str, str, str | None]]:
+    """(kind, name, key or None) of every ConfigMap, Secret and ServiceAccount the pod needs."""
+    yield "ServiceAccount", pod_spec.get("serviceAccountName", "default"), None
+    for volume in pod_spec.get("volumes", []):
+        sources = [volume, *volume.get("projected", {}).get("sources", [])]
+        for source in sources:
+            if "configMap" in source:
+                yield "ConfigMap", source["configMap"]["name"], None
+            if "secret" in source:
+                yield "Secret", source["secret"].get("secretName") or source["secret"]["name"], None
+    for container in all_containers(pod_spec):
+        for variable in container.get("env", []):
+            reference = variable.get("valueFrom", {})
+            if "secretKeyRef" in reference:
+                yield "Secret", reference["secretKeyRef"]["name"], reference["secretKeyRef"]["key"]
+            if "configMapKeyRef" in reference:
+                yield "ConfigMap", reference["configMapKeyRef"]["name"], reference["configMapKeyRef"]["key"]
+        for source in container.get("envFrom", []):
+            if "secretRef" in source:
+                yield "Secret", source["secretRef"]["name"], None
+            if "configMapRef" in source:
+                yield "ConfigMap", source["configMapRef"]["name"], None
+
+
+def container_environment(container: dict[str, Any], shipped: Shipped) -> dict[str, str]:
+    """The container's TOOLHOST_* variables, those from Secrets and ConfigMaps read from the shipped objects."""
+    environ = {}
+    for variable in container["env"]:
+        if "value" in variable:
+            environ[variable["name"]] = variable["value"]
+        else:
+            [(kind, reference)] = variable["valueFrom"].items()
+            kind = "Secret" if kind == "secretKeyRef" else "ConfigMap"
+            environ[variable["name"]] = object_data(shipped[kind, reference["name"]])[reference["key"]]
+    return {name: value for name, value in environ.items() if name.startswith("TOOLHOST_")}
+
+
+def container_config(container: dict[str, Any], shipped: Shipped) -> Config:
+    """The server's Config from the container's environment, as the server would load it."""
+    return load_config(environ=container_environment(container, shipped))
+
+
+def mounted_file(pod_spec: dict[str, Any], container: dict[str, Any], path: str, shipped: Shipped) -> str:
+    """The text of the file at `path` in the container: a key of the ConfigMap or Secret mounted there."""
+    directory, _, key = path.rpartition("/")
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert directory in mounts, f"nothing is mounted at {directory} for {path}"
+    volume = next(v for v in pod_spec["volumes"] if v["name"] == mounts[directory])
+    source = ("ConfigMap", volume["configMap"]["name"]) if "configMap" in volume \
+        else ("Secret", volume["secret"]["secretName"])
+    data = object_data(shipped[source])
+    assert key in data, f"{path}: {source[0]} {source[1]} has no key {key}"
+    return data[key]
+
+
+def test_the_manifests_are_valid_kubernetes_objects(tmp_path):
+    generated = tmp_path / "generated.yaml"
+    generated.write_text(yaml.safe_dump_all(generated_objects()))
+    done = subprocess.run([str(BIN / "kubernetes-validate"), "--strict", *map(str, manifests()), str(generated)],
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "passed" in done.stdout + done.stderr
+    assert {SIDECAR, STANDALONE, NETWORK_POLICY} <= set(manifests())
+
+
+def test_every_configmap_secret_and_service_account_a_manifest_names_is_shipped():
+    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
+    assert set(kustomization["resources"]) <= {path.name for path in manifests()}
+    named = 0
+    for path in manifests():
+        shipped = shipped_with(path)
+        for pod_spec in pod_specs(path):
+            for kind, name, key in references(pod_spec):
+                named += 1
+                assert (kind, name) in shipped, f"{path.name} names {kind} {name}, which nothing shipped makes"
+                if key is not None:
+                    assert key in object_data(shipped[kind, name]), f"{path.name}: {kind} {name} has no key {key}"
+            # Every file a setting names is a key of what is mounted where it points.
+            container = toolhost_container(pod_spec)
+            config = container_config(container, shipped)
+            for file in (config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file, config.auth_file,
+                         config.store_key_file):
+                if file:
+                    mounted_file(pod_spec, container, file, shipped)
+    assert named >= 8
 
 
 def test_the_sidecar_shares_a_trusted_socket_and_drains_before_it_is_killed(tmp_path):
-    documents = k8s_documents("sidecar.yaml")
-    pod = documents["Pod"]["spec"]
+    shipped = shipped_with(SIDECAR)
+    [pod] = pod_specs(SIDECAR)
     sidecar = toolhost_container(pod)
     assert sidecar["restartPolicy"] == "Always"  # a native sidecar: an init container that keeps running
-    config = container_config(sidecar)
+    config = container_config(sidecar, shipped)
     check_exposure(config)  # the server would start with these settings
     assert config.trusted_unix_socket and config.grpc_address.startswith("127.0.0.1:")
     socket_dir = str(Path(config.unix_socket).parent)
@@ -165,52 +411,221 @@ def test_the_sidecar_shares_a_trusted_socket_and_drains_before_it_is_killed(tmp_
     mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes[mounts[config.catalog_dirs[0]]["name"]]["configMap"]["name"] == "toolhost-catalog"
-    for name, text in documents["ConfigMap"]["data"].items():
-        (tmp_path / name).write_text(text)
-    validated = subprocess.run([sys.executable, "-m", "toolhost_server.cli", "catalog", "validate", str(tmp_path)],
-                               capture_output=True, text=True, timeout=60, check=False)
-    assert validated.returncode == 0, validated.stdout + validated.stderr
+    assert_valid_catalog(object_data(shipped["ConfigMap", "toolhost-catalog"]), tmp_path)
     # Credentials come from the Secret, as <name>.<key> files.
     assert volumes[mounts[config.credentials_dir]["name"]]["secret"]["secretName"] == "toolhost-credentials"
-    assert all("." in key for key in documents["Secret"]["stringData"])
+    assert all("." in key for key in object_data(shipped["Secret", "toolhost-credentials"]))
+
+
+def assert_valid_catalog(files: Mapping[str, str], directory: Path) -> None:
+    for name, text in files.items():
+        (directory / name).write_text(text)
+    validated = subprocess.run([sys.executable, "-m", "toolhost_server.cli", "catalog", "validate", str(directory)],
+                               capture_output=True, text=True, timeout=60, check=False)
+    assert validated.returncode == 0, validated.stdout + validated.stderr
 
 
 def test_the_standalone_service_is_headless_and_its_replicas_rebalance_and_authenticate():
-    documents = k8s_documents("standalone.yaml")
-    service, deployment = documents["Service"]["spec"], documents["Deployment"]["spec"]
+    shipped = shipped_with(STANDALONE)
+    service, deployment = the(STANDALONE, "Service")["spec"], the(STANDALONE, "Deployment")["spec"]
     assert service["clusterIP"] == "None"
     assert service["selector"].items() <= deployment["template"]["metadata"]["labels"].items()
     pod = deployment["template"]["spec"]
     container = toolhost_container(pod)
-    config = container_config(container)
+    config = container_config(container, shipped)
     check_exposure(config)  # TLS and an auth file: the server accepts a non-loopback address
     assert config.grpc_address.startswith("0.0.0.0:") and config.tls_cert_file and config.auth_file
+    assert config.database_url.startswith("postgresql://")
     assert config.max_connection_age_seconds > 0
     secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
     assert set(secrets) >= {"TOOLHOST_DATABASE_URL", "TOOLHOST_STORE_KEY"}  # never literal values
     assert pod["terminationGracePeriodSeconds"] > config.shutdown_delay_seconds + config.shutdown_grace_seconds
 
 
-def test_every_toolhost_container_is_locked_down_and_probed_on_its_http_port():
-    for name in ("sidecar.yaml", "standalone.yaml"):
-        documents = k8s_documents(name)
-        pod = (documents.get("Pod") or documents["Deployment"]["spec"]["template"])["spec"]
-        assert pod["securityContext"]["runAsNonRoot"] is True
-        assert {"name": "net.ipv4.ping_group_range", "value": "0 2147483647"} in pod["securityContext"]["sysctls"]
-        for container in [*pod.get("initContainers", []), *pod["containers"]]:
-            context = container["securityContext"]
-            assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
-            assert context["capabilities"]["drop"] == ["ALL"]
-            assert {"requests", "limits"} <= set(container["resources"]), (name, container["name"])
-        container = toolhost_container(pod)
-        config = container_config(container)
-        http_port = int(config.http_address.rpartition(":")[2])
-        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-        assert ports["http"] == http_port
-        # Liveness on /healthz, which answers while the server drains: a draining pod is not killed early.
-        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
-        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
-        mounts = {m["mountPath"] for m in container["volumeMounts"]}
-        assert {"/tmp", config.data_dir} <= mounts  # writable places on a read-only root filesystem
-        for variable in (e["name"] for e in container["env"]):
-            assert variable.startswith("OTEL_") or variable in SETTING_VARIABLES, variable
+def test_the_shipped_secrets_are_placeholders_the_server_refuses_and_the_examples_are_valid(tmp_path):
+    """The example secrets are public: a server given them unchanged must not start (or let anybody in)."""
+    shipped = shipped_with(STANDALONE)
+    [pod] = pod_specs(STANDALONE)
+    container = toolhost_container(pod)
+    environment = container_environment(container, shipped)
+    with pytest.raises(StoreKeyError):
+        parse_store_key(environment["TOOLHOST_STORE_KEY"], "TOOLHOST_STORE_KEY")
+    config = load_config(environ=environment)
+    for setting in ("tls_cert_file", "tls_key_file"):
+        (tmp_path / setting).write_text(mounted_file(pod, container, getattr(config, setting), shipped))
+    with pytest.raises(ValueError, match="no PEM"):
+        CertificateFiles(tmp_path / "tls_cert_file", tmp_path / "tls_key_file", None)
+    # The auth file is valid, and as shipped admits no token and no certificate.
+    (tmp_path / "auth.yaml").write_text(mounted_file(pod, container, config.auth_file, shipped))
+    table = read_auth_file(tmp_path / "auth.yaml")
+    assert table.roles and not (table.token_callers or table.common_name_callers or table.san_callers)
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    assert_valid_catalog(object_data(shipped["ConfigMap", "toolhost-catalog"]), catalog)
+
+
+def test_no_pod_gets_a_service_account_token():
+    for path in (SIDECAR, STANDALONE):
+        shipped = shipped_with(path)
+        for pod in pod_specs(path):
+            # The pod needs no Kubernetes API: a tool that goes astray finds no token to use it with.
+            assert pod["automountServiceAccountToken"] is False
+            account = shipped["ServiceAccount", pod["serviceAccountName"]]
+            assert account["automountServiceAccountToken"] is False
+            toolhost_volumes = {m["name"] for m in toolhost_container(pod)["volumeMounts"]}
+            for volume in pod["volumes"]:
+                sources = volume.get("projected", {}).get("sources", [])
+                assert volume["name"] not in toolhost_volumes or not any("serviceAccountToken" in s for s in sources)
+
+
+def test_the_standalone_replicas_spread_over_nodes_and_zones_and_are_evicted_one_at_a_time():
+    deployment = the(STANDALONE, "Deployment")["spec"]
+    labels = deployment["template"]["metadata"]["labels"]
+    budget = the(STANDALONE, "PodDisruptionBudget")["spec"]
+    assert budget["selector"]["matchLabels"].items() <= labels.items()
+    assert deployment["replicas"] >= 2
+    # One at a time: a drain is never blocked outright, and never takes the service down.
+    if "maxUnavailable" in budget:
+        assert budget["maxUnavailable"] == 1
+    else:
+        assert budget["minAvailable"] == deployment["replicas"] - 1
+    assert budget["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+    constraints = {c["topologyKey"]: c for c in deployment["template"]["spec"]["topologySpreadConstraints"]}
+    assert set(constraints) == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+    for constraint in constraints.values():
+        assert constraint["labelSelector"]["matchLabels"].items() <= labels.items()
+        assert constraint["maxSkew"] == 1
+    # A cluster with one zone, or zones without room, still schedules.
+    assert constraints["topology.kubernetes.io/zone"]["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
+def test_the_network_policy_lets_in_only_labelled_clients_and_monitoring_and_out_only_what_is_needed():
+    policy = the(NETWORK_POLICY, "NetworkPolicy")["spec"]
+    [pod] = pod_specs(STANDALONE)
+    labels = the(STANDALONE, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"}
+    container = toolhost_container(pod)
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+
+    def port_names(rule: dict[str, Any]) -> set[str]:
+        named = set()
+        for port in rule["ports"]:
+            assert port["protocol"] == "TCP"
+            named.add(port["port"] if isinstance(port["port"], str)
+                      else next(n for n, number in ports.items() if number == port["port"]))
+        return named
+
+    by_port = {frozenset(port_names(rule)): rule["from"] for rule in policy["ingress"]}
+    assert set(by_port) == {frozenset({"grpc"}), frozenset({"http"})}  # nothing else is open
+    [clients] = by_port[frozenset({"grpc"})]
+    assert clients["podSelector"]["matchLabels"]  # only pods that carry the label
+    [monitoring] = by_port[frozenset({"http"})]
+    assert monitoring == {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    assert set(ports) == {"grpc", "http"}
+
+    out = [(port["protocol"], port["port"]) for rule in policy["egress"] for port in rule.get("ports", [])]
+    assert {("UDP", 53), ("TCP", 53)} <= set(out)
+    environment = container_environment(container, shipped_with(STANDALONE))
+    database = urlsplit(environment["TOOLHOST_DATABASE_URL"])
+    collector = urlsplit(next(e["value"] for e in container["env"] if e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT"))
+    assert ("TCP", database.port) in out and ("TCP", collector.port) in out
+    # The tools' rule is an example: documentation ranges, which reach nothing until the operator says where.
+    tools = [rule for rule in policy["egress"] if "ports" not in rule]
+    assert [peer["ipBlock"]["cidr"] for rule in tools for peer in rule["to"]] == ["192.0.2.0/24", "2001:db8::/32"]
+
+
+def test_every_toolhost_container_is_locked_down_and_probed_by_grpc_health_and_its_http_port():
+    for path in (SIDECAR, STANDALONE):
+        shipped = shipped_with(path)
+        for pod in pod_specs(path):
+            assert pod["securityContext"]["runAsNonRoot"] is True
+            assert {"name": "net.ipv4.ping_group_range", "value": "0 2147483647"} \
+                in pod["securityContext"]["sysctls"]
+            for container in all_containers(pod):
+                context = container["securityContext"]
+                assert context["readOnlyRootFilesystem"] is True and context["allowPrivilegeEscalation"] is False
+                assert context["capabilities"]["drop"] == ["ALL"]
+                assert {"requests", "limits"} <= set(container["resources"]), (path.name, container["name"])
+            container = toolhost_container(pod)
+            config = container_config(container, shipped)
+            http_port = int(config.http_address.rpartition(":")[2])
+            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+            assert ports["http"] == http_port
+            # Startup and readiness by gRPC health, with the server's TLS (the image's script, run in the
+            # container); liveness on /healthz, which answers while the server drains: a draining pod is not
+            # killed early.
+            for probe in ("startupProbe", "readinessProbe"):
+                assert container[probe]["exec"] == {"command": ["healthcheck"]}
+                assert container[probe]["timeoutSeconds"] >= 5  # the script's connect and RPC timeouts, 2 s each
+            assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+            mounts = {m["mountPath"] for m in container["volumeMounts"]}
+            assert {"/tmp", config.data_dir} <= mounts  # writable places on a read-only root filesystem
+            for variable in (e["name"] for e in container["env"]):
+                assert variable.startswith("OTEL_") or variable in SETTING_VARIABLES, variable
+
+
+# --- Memory: the limit covers what the settings let the server hold -----------------------------------------
+
+# What one call holds, at worst, for each byte of output it keeps (max_output_bytes of stdout and of stderr):
+# the bytes, their text, the redacted text, the response and its serialization, and for a streamed call the
+# chunks waiting for a slow reader. The most measured was 15.2 (2026-11-24: 16 StreamCallTool calls at once read
+# by one Python client, output that decodes to 4-byte characters and U+FFFD; 6.6 with nobody reading, 2.3 for
+# ASCII): 20 leaves room.
+HELD_PER_KEPT_BYTE = 20
+# The tool's own process counts in the container's memory: df, ping, traceroute ~2 MiB each; a Python script
+# ~14 MiB (a catalog of such tools needs a lower max_in_flight_calls or a higher limit).
+TOOL_PROCESS_BYTES = 8 * MiB
+# A log record in the ring (an audit line: 1.6 KiB measured), and waiting for the database: an audit record
+# (0.4 KiB) and a log record (0.9 KiB).
+RING_RECORD_BYTES = 4 * 1024
+QUEUED_AUDIT_RECORD_BYTES = 1024
+QUEUED_LOG_RECORD_BYTES = 2 * 1024
+# The idle server (85 MiB measured, with the log table and OTLP export on) with room for the PostgreSQL driver
+# and a larger catalog, and the exec probe (sh and grpc-health-probe: 13 MiB measured).
+IDLE_SERVER_BYTES = 160 * MiB
+PROBE_BYTES = 16 * MiB
+
+
+def max_waiting(writer: type) -> int:
+    """The bound of a batch writer's queue: its constructor's default, which the server uses."""
+    default = inspect.signature(writer).parameters["max_waiting"].default
+    assert isinstance(default, int)
+    return default
+
+
+def worst_case_memory(config: Config, catalog: Mapping[str, str]) -> int:
+    """The most the server can hold with `config`, serving `catalog`, in bytes (see the constants above)."""
+    tool_limits = [yaml.safe_load(text).get("max_output_bytes") for text in catalog.values()]
+    kept_per_stream = max([config.max_output_bytes, *(limit for limit in tool_limits if limit)])
+    calls = config.max_in_flight_calls * (2 * kept_per_stream * HELD_PER_KEPT_BYTE + TOOL_PROCESS_BYTES)
+    ring = config.log_memory_records * RING_RECORD_BYTES
+    queues = (max_waiting(AuditTrail) * QUEUED_AUDIT_RECORD_BYTES if config.audit_database else 0) \
+        + (max_waiting(DatabaseLogHandler) * QUEUED_LOG_RECORD_BYTES if config.log_database else 0)
+    return calls + ring + queues + IDLE_SERVER_BYTES + PROBE_BYTES
+
+
+def quantity_bytes(quantity: str) -> int:
+    parsed = re.fullmatch(r"(\d+)(Ki|Mi|Gi)?", quantity)
+    assert parsed is not None, f"{quantity}: write memory in Ki, Mi or Gi"
+    return int(parsed.group(1)) * {None: 1, "Ki": 1024, "Mi": MiB, "Gi": 1024 * MiB}[parsed.group(2)]
+
+
+def test_the_memory_limit_covers_what_the_settings_let_the_server_hold():
+    for path in (SIDECAR, STANDALONE):
+        shipped = shipped_with(path)
+        for pod in pod_specs(path):
+            container = toolhost_container(pod)
+            config = container_config(container, shipped)
+            catalog_volume = next(v for v in pod["volumes"] if v["name"] == next(
+                m["name"] for m in container["volumeMounts"] if m["mountPath"] == config.catalog_dirs[0]))
+            catalog = object_data(shipped["ConfigMap", catalog_volume["configMap"]["name"]])
+            worst = worst_case_memory(config, catalog)
+            limit = quantity_bytes(container["resources"]["limits"]["memory"])
+            assert worst <= limit, f"{path.name}: the server may hold {worst / MiB:.0f} MiB, over its limit"
+            # The manifest shows the same sum next to the limit.
+            shown = re.search(r"#\s+= (\d+) MiB\n\s+limits: \{[^}]*memory: " + re.escape(
+                container["resources"]["limits"]["memory"]), path.read_text())
+            assert shown is not None and int(shown.group(1)) == round(worst / MiB), \
+                f"{path.name}: the comment above the limit should say = {round(worst / MiB)} MiB"
+
