@@ -97,8 +97,9 @@ class ToolServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetTool(self, request, context):
-        """GetTool returns one tool by name, in the FULL view unless asked otherwise. An unknown name is NOT_FOUND
-        with the closest names suggested in the message.
+        """GetTool returns one tool by name, in the FULL view unless asked otherwise. An empty name is
+        INVALID_ARGUMENT; an unknown name (or one the caller may not see) is NOT_FOUND with the closest names the
+        caller can see suggested.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
