@@ -112,7 +112,8 @@ def _decode_token(token: str, digest: str) -> str:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         data = json.loads(raw)
         after, token_digest = data["a"], data["f"]
-    except (ValueError, KeyError, TypeError):
+    # RecursionError: a forged token of deeply nested JSON.
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
                                     "page_token") from None
     if not isinstance(after, str) or token_digest != digest:

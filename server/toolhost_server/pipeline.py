@@ -35,6 +35,15 @@ from .errors import (
 from .event_waits import wait_set
 from .model import ToolSpec
 from .registry import RegisteredTool, Registry
+from .request_checks import (
+    MAX_ARGUMENT_DEPTH,
+    check_arguments,
+    check_call_id,
+    check_name,
+    is_printable,
+    is_valid_call_id,
+    printable,
+)
 from .runners import Invocation, RunOutcome, ToolFailure
 from .sanitize import LearningRedactor, Redactor
 from .telemetry import UntracedCall, trace_id_of
@@ -197,14 +206,17 @@ class CallPipeline:
     async def _execute(self, request: CallRequest, deliver: Callable[[CallEvent], None] | None) -> CallResult:
         """Run the call in its execute_tool span; however it ends, leave its audit record and, for a tool this
         server serves, its metrics (a name nobody serves is no metric label: callers could grow them unbounded)."""
-        call_id = request.call_id or new_call_id()
+        # A call id or name that cannot be recorded as it is (request_checks) is refused below; its audit
+        # record and span get a new id and the name escaped.
+        call_id = request.call_id if request.call_id and is_valid_call_id(request.call_id) else new_call_id()
+        name = request.name if is_printable(request.name) else printable(request.name)
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         argument_keys: tuple[str, ...] = ()
         outcome = "CANCELLED"
         served = ""
         result: CallResult | None = None
-        with start_tool_span(self._tracer, request.name, call_id) as span:
+        with start_tool_span(self._tracer, name, call_id) as span:
             trace_id = trace_id_of(span)
             # Tracing off: no span, but the call still has a trace id, for its response, audit and log lines.
             untraced = UntracedCall.from_headers(request.trace_headers) if not trace_id else None
@@ -213,7 +225,10 @@ class CallPipeline:
                 trace_id = untraced.trace_id
                 untraced_token = untraced.begin()
             try:
+                check_name(request.name)
+                check_call_id(request.call_id)
                 arguments = _arguments_of(request)
+                check_arguments(arguments)
                 argument_keys = tuple(sorted(arguments))
                 record_arguments(span, arguments, request.arguments_json)
                 tool, generation = self._look_up(request, span)
@@ -237,7 +252,7 @@ class CallPipeline:
                 seconds = time.perf_counter() - started
                 caller = request.caller
                 self._audit.record(AuditRecord(
-                    time=started_at, caller=caller.name, auth_method=caller.method.value, tool=request.name,
+                    time=started_at, caller=caller.name, auth_method=caller.method.value, tool=name,
                     call_id=call_id, trace_id=trace_id, duration_ms=seconds * 1000, outcome=outcome,
                     argument_keys=argument_keys))
                 if served:
@@ -299,6 +314,8 @@ class CallPipeline:
                 "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
         finally:
             self._release(tool.spec)
+        if outcome.failure is not None:
+            outcome.failure = outcome.failure.with_valid_code()
         streamed_redacted = events.finish(outcome.cut_streams) if events is not None else False
         outcome, redacted = _redact(outcome, redactor)
         redacted = redacted or streamed_redacted
@@ -367,7 +384,11 @@ def _arguments_of(request: CallRequest) -> Mapping[str, Any]:
             parsed = json.loads(request.arguments_json)
         except json.JSONDecodeError as exc:
             raise InvalidRequestError(f"arguments_json is not valid JSON: {exc}") from None
+        except RecursionError:
+            raise InvalidRequestError(
+                f"arguments_json is nested more than {MAX_ARGUMENT_DEPTH} levels deep; flatten it") from None
         if not isinstance(parsed, dict):
             raise InvalidRequestError("arguments_json must be a JSON object such as {\"host\": \"example.com\"}")
         return parsed
     return request.arguments or {}
+

@@ -26,13 +26,16 @@ from contextlib import aclosing, nullcontext
 from typing import Any, Final
 
 import grpc
+from google.protobuf.message import DecodeError
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from ..errors import InvalidRequestError
 from ..telemetry import parent_context
 from ..telemetry.metrics import ToolhostMetrics
 from ..telemetry.trace_context import TRACE_CONTEXT_KEYS
+from .status import status_of
 
 _UNTRACED_SERVICES: Final = frozenset({
     "grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection", "grpc.reflection.v1.ServerReflection"})
@@ -63,8 +66,35 @@ class RpcObserver:
             factory = grpc.stream_unary_rpc_method_handler if handler.request_streaming else \
                 grpc.unary_unary_rpc_method_handler
             wrapped = _unary(behavior, rpc)
-        return factory(wrapped, request_deserializer=handler.request_deserializer,
+        deserializer = handler.request_deserializer if handler.request_streaming \
+            else _marking_undecodable(handler.request_deserializer, method)
+        return factory(wrapped, request_deserializer=deserializer,
                        response_serializer=_passing_bytes(handler.response_serializer))
+
+
+class _Undecodable:
+    """Stands for a request that is not a valid message (nested deeper than protobuf's limit of 100, or
+    malformed): grpc would answer INTERNAL for a deserializer's exception, but it is the caller's mistake, so
+    the wrapped handler answers INVALID_ARGUMENT instead."""
+
+    __slots__ = ("status",)
+
+    def __init__(self, error: DecodeError, method: str) -> None:
+        self.status = status_of(InvalidRequestError(
+            f"the request is not a valid message: {error}. Messages may nest at most 100 levels (a JSON value in "
+            "a Struct takes two per level); send deep arguments as arguments_json"), method)
+
+
+def _marking_undecodable(deserialize: Callable[[bytes], Any] | None, method: str) -> Callable[[bytes], Any] | None:
+    if deserialize is None:
+        return None
+
+    def deserialize_or_mark(data: bytes) -> Any:
+        try:
+            return deserialize(data)
+        except DecodeError as exc:
+            return _Undecodable(exc, method)
+    return deserialize_or_mark
 
 
 def _passing_bytes(serialize: Callable[[Any], bytes] | None) -> Callable[[Any], bytes] | None:
@@ -135,6 +165,8 @@ def _unary(behavior: Callable[..., Awaitable[Any]], rpc: _Rpc) -> Callable[..., 
             started = time.perf_counter()
             error: BaseException | None = None
             try:
+                if type(request) is _Undecodable:
+                    await context.abort_with_status(request.status)
                 return await behavior(request, context)
             except BaseException as exc:
                 error = exc
@@ -151,6 +183,8 @@ def _unary(behavior: Callable[..., Awaitable[Any]], rpc: _Rpc) -> Callable[..., 
         token = otel_context.attach(trace.set_span_in_context(span))
         error: BaseException | None = None
         try:
+            if type(request) is _Undecodable:
+                await context.abort_with_status(request.status)
             return await behavior(request, context)
         except BaseException as exc:
             error = exc
@@ -177,6 +211,8 @@ def _streaming(
         with span_context as span:
             error: BaseException | None = None
             try:
+                if type(request) is _Undecodable:
+                    await context.abort_with_status(request.status)
                 async with aclosing(behavior(request, context)) as responses:
                     async for response in responses:
                         yield response

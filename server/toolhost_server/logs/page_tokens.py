@@ -34,7 +34,8 @@ def decode_page_token(token: str, digest: str) -> SortKey:
                 and all(isinstance(p, int) for p in position)):
             raise TypeError
         moment = _EPOCH + micros * _MICROSECOND
-    except (ValueError, KeyError, TypeError, OverflowError, OSError):
+    # RecursionError: a forged token of deeply nested JSON.
+    except (ValueError, KeyError, TypeError, OverflowError, OSError, RecursionError):
         raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
                                     "page_token") from None
     if token_digest != digest:

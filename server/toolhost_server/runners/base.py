@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -30,6 +31,18 @@ class ToolFailure:
 
     code: str
     message: str
+
+    def with_valid_code(self) -> ToolFailure:
+        """This failure, or TOOL_EXCEPTION when its code is not an upper-case identifier: a code a tool (or a
+        remote toolhost) chose becomes an audit outcome, a span attribute and a metric label, where free text
+        could carry a secret or grow the labels without bound."""
+        if _FAILURE_CODE.fullmatch(self.code):
+            return self
+        return ToolFailure("TOOL_EXCEPTION", self.message)
+
+
+# ToolError.code: TIMEOUT, NON_ZERO_EXIT, or a tool's own code in the same form.
+_FAILURE_CODE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
 
 
 @dataclass(slots=True)

@@ -170,17 +170,45 @@ def _outcome_of(result: Any) -> RunOutcome:
         if result.structured is None:
             return RunOutcome(output=result.text)
         try:
-            structured = json.loads(json.dumps(result.structured))
-        except (TypeError, ValueError) as exc:
+            structured = json.loads(json.dumps(result.structured, allow_nan=False))
+        except (TypeError, ValueError, RecursionError) as exc:
             return RunOutcome(failure=ToolFailure(
-                "INVALID_OUTPUT", f"the tool returned structured output that is not JSON: {exc}"))
-        return RunOutcome(output=result.text, structured=structured)
+                "INVALID_OUTPUT", f"the tool returned structured output that is not JSON: {_why(exc)}"))
+        return _checked_depth(RunOutcome(output=result.text, structured=structured))
     if isinstance(result, str):
         return RunOutcome(output=result)
     if result is None:
         return RunOutcome()
     try:
-        text = json.dumps(result, sort_keys=True, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        return RunOutcome(failure=ToolFailure("INVALID_OUTPUT", f"the tool returned a value that is not JSON: {exc}"))
-    return RunOutcome(output=text, structured=json.loads(text))
+        text = json.dumps(result, sort_keys=True, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return RunOutcome(failure=ToolFailure(
+            "INVALID_OUTPUT", f"the tool returned a value that is not JSON: {_why(exc)}"))
+    return _checked_depth(RunOutcome(output=text, structured=json.loads(text)))
+
+
+# A structured output travels as a google.protobuf.Value, two messages per JSON level, inside the response;
+# protobuf refuses more than 100 levels of messages, so a deeper value could not be sent at all.
+MAX_STRUCTURED_DEPTH = 32
+
+
+def _checked_depth(outcome: RunOutcome) -> RunOutcome:
+    pending = [(outcome.structured, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_STRUCTURED_DEPTH:
+                return RunOutcome(failure=ToolFailure("INVALID_OUTPUT", (
+                    f"the tool returned structured output nested more than {MAX_STRUCTURED_DEPTH} levels deep, "
+                    "more than a response can carry")))
+            items = value.values() if isinstance(value, dict) else value
+            pending.extend((item, depth + 1) for item in items)
+    return outcome
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "it is nested too deep to encode"
+    if isinstance(exc, ValueError) and "Out of range float" in str(exc):
+        return "it holds NaN or an infinity, which JSON has no value for"
+    return str(exc)
