@@ -1,4 +1,4 @@
-"""Reading /proc: the stat and environment of every process, and the pipes of the server's children.
+"""Reading /proc: the stat and environment of every process, and the pipes the server's children write to.
 
 What process_tree recognises a call's processes by, read as one `ProcessTable`. A full read takes every
 process's stat and environment (about 50 ms for 1,000 processes), so `read_all_shared` runs it in a worker
@@ -79,8 +79,11 @@ def _markers_of(pid: int) -> list[bytes]:
     return found
 
 
-def _pipes_of(pid: int) -> frozenset[str]:
-    """The pipes the process holds open, as their /proc/<pid>/fd links read ("pipe:[<inode>]")."""
+def _pipes_written_by(pid: int) -> frozenset[str]:
+    """The pipes the process holds open for writing, as their /proc/<pid>/fd links read ("pipe:[<inode>]").
+
+    Only the writing end: the server holds the read end of every running call's output pipes, and so does
+    each process it forks, until that process execs (another call's leader being spawned)."""
     try:
         descriptors = os.listdir(f"/proc/{pid}/fd")
     except OSError:
@@ -89,9 +92,17 @@ def _pipes_of(pid: int) -> frozenset[str]:
     for descriptor in descriptors:
         with contextlib.suppress(OSError):
             link = os.readlink(f"/proc/{pid}/fd/{descriptor}")
-            if link.startswith("pipe:"):
+            if link.startswith("pipe:") and _open_for_writing(pid, descriptor):
                 links.add(link)
     return frozenset(links)
+
+
+def _open_for_writing(pid: int, descriptor: str) -> bool:
+    """Whether the process's descriptor was opened to write (its "flags:" in /proc/<pid>/fdinfo, in octal)."""
+    for line in read_proc_file(f"/proc/{pid}/fdinfo/{descriptor}").splitlines():
+        if line.startswith(b"flags:"):
+            return (int(line[len(b"flags:"):], 8) & os.O_ACCMODE) in (os.O_WRONLY, os.O_RDWR)
+    return False
 
 
 def children_of_server() -> set[int] | None:
@@ -116,7 +127,8 @@ class ProcessTable:
     groups: dict[int, list[int]] = field(default_factory=dict)
     by_marker: dict[bytes, list[int]] = field(default_factory=dict)
     marked: set[int] = field(default_factory=set)
-    # The pipes held by the server's live children that carry no marker (process_tree's rule 5).
+    # The pipes each live child of the server that carries no marker holds open for writing (process_tree's
+    # rule 5).
     pipes: dict[int, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
@@ -142,7 +154,7 @@ class ProcessTable:
                 for value in markers:
                     table.by_marker.setdefault(value, []).append(pid)
             elif stat.ppid == server:
-                table.pipes[pid] = _pipes_of(pid)
+                table.pipes[pid] = _pipes_written_by(pid)
         return table
 
 

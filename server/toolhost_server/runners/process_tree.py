@@ -8,9 +8,10 @@ A call's processes are recognised by, in order of trust:
      unless the process carries another call's marker, and only while the leader's pid is not someone else's;
   4. a (pid, start time) pair recognised in an earlier scan of the same call (exact even after the process
      lost its parent or became a zombie);
-  5. for an orphan the server adopted: holding the call's stdout or stderr pipe (only the call's processes can
-     have inherited it). Looked at only for the server's own children, so scans do not read every process's
-     descriptors.
+  5. for an orphan the server adopted: holding the call's stdout or stderr pipe open for writing (only the
+     call's processes can have inherited that end; the read end is also held by the server and by each process
+     it forks until that execs, such as another call's leader being spawned). Looked at only for the server's
+     own children, so scans do not read every process's descriptors.
 A process that clears its environment, calls setsid(), closes or redirects its output and loses its parent
 before a scan sees it is not recognised (a proper daemon); only a cgroup per call would close that gap.
 
