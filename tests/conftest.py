@@ -6,13 +6,15 @@ import toolhost_server  # noqa: F401  -  first, so its gRPC settings apply befor
 
 # isort: split
 
+import asyncio
 import dataclasses
 import os
 import shutil
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 import pytest
@@ -27,6 +29,8 @@ pytest_plugins = ["postgres_cluster"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -121,3 +125,67 @@ def leftover_processes(marker: str) -> list[int]:
         if needle in environ and state != b"Z":
             found.append(int(entry))
     return found
+
+
+# --- waiting for events ------------------------------------------------------------------------------------
+
+# How long a wait for an event may take before the test fails: a hang guard, not a speed requirement. Generous,
+# so that a loaded machine never fails a test, and below pytest-timeout (120 s) so that the failure names what
+# did not happen.
+HANG_GUARD_SECONDS = 60.0
+
+
+async def within(awaitable: Awaitable[T], what: str, seconds: float = HANG_GUARD_SECONDS) -> T:
+    """The result of `awaitable`; a failure naming `what` if it hangs for `seconds`."""
+    try:
+        async with asyncio.timeout(seconds):
+            return await awaitable
+    except TimeoutError:
+        raise AssertionError(f"{what}: still waiting after {seconds:g} s (the hang guard)") from None
+
+
+async def until(condition: Callable[[], bool], what: str, seconds: float = HANG_GUARD_SECONDS,
+                interval: float = 0.01) -> None:
+    """Check `condition` every `interval` until it holds: only for a state that no event announces (a process
+    gone from /proc, a file a worker thread removes). A failure naming `what` if it never holds."""
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(interval)
+
+    await within(poll(), what, seconds)
+
+
+# --- a python tool that runs until the test lets it finish (in-process servers only) ---------------------------
+
+
+@dataclass
+class Gate:
+    """`started` is set when a call of `gated_echo` with this gate begins; the call returns once `release` is."""
+
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+GATES: dict[str, Gate] = {}
+
+
+def new_gate() -> tuple[str, Gate]:
+    """A gate's name (the `gate` argument of gated_echo) and the gate."""
+    name = uuid.uuid4().hex
+    GATES[name] = Gate()
+    return name, GATES[name]
+
+
+async def gated_echo(gate: str, text: str = "done") -> str:
+    """Entrypoint `conftest:gated_echo`: announces the call on its gate, waits for the release, returns `text`."""
+    GATES[gate].started.set()
+    await GATES[gate].release.wait()
+    return text
+
+
+def gated_tool(name: str, default_text: str = "done") -> str:
+    """A catalog file for a tool running gated_echo, with `gate` required and `text` defaulting to default_text."""
+    return (f"name: {name}\ndescription: Answers when the test releases its gate.\n"
+            "runner: {type: python, entrypoint: 'conftest:gated_echo'}\n"
+            f"parameters: [{{name: gate, type: string, required: true}}, "
+            f"{{name: text, type: string, default: {default_text}}}]\n")

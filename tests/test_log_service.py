@@ -22,7 +22,7 @@ from toolhost_server.logs.record import LogRecord
 from toolhost_server.store.database import Store
 from toolhost_server.store.log_table import LogTable
 
-from conftest import RunningServer, tool_binary
+from conftest import HANG_GUARD_SECONDS, RunningServer, tool_binary, within
 from test_auth import Tokens, auth_file_text, write_catalog
 from test_cli import cli_env
 from test_cli import toolhost as run_cli
@@ -50,7 +50,7 @@ async def test_query_logs_pages_the_servers_own_records_newest_first(start_serve
     server = await start_server()
     text = marker()
     log_lines(text, 5)
-    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         page = await client.query_logs_page(text=text, page_size=2)
         assert [e.message for e in page.records] == [f"{text} line 4", f"{text} line 3"]
         assert page.records[0].level == "WARNING" and page.records[0].logger == "toolhost.test"
@@ -67,7 +67,7 @@ async def test_query_logs_pages_the_servers_own_records_newest_first(start_serve
         assert errors_only.records == ()
 
     def blocking() -> list[str]:
-        with toolhost.Client(server.target, timeout=30) as sync_client:
+        with toolhost.Client(server.target, timeout=HANG_GUARD_SECONDS) as sync_client:
             return [e.message for e in sync_client.query_logs(text=text, since=datetime.now(UTC) - timedelta(hours=1))]
 
     assert await asyncio.to_thread(blocking) == [f"{text} line {i}" for i in reversed(range(5))]
@@ -99,12 +99,15 @@ async def test_tail_logs_sends_the_backlog_then_new_records(start_server):
 
 async def test_tail_logs_ends_when_the_server_stops_following(start_server):
     server = await start_server()
+    text = marker()
+    log_lines(text, 1)
     async with toolhost.AsyncClient(server.target) as client:
-        tail = client.tail_logs(text=marker())
+        tail = client.tail_logs(text=text, backlog=1)
+        # The backlog arrives once the server follows: from then on it waits for new records.
+        assert (await within(anext(tail), "the backlog")).message == f"{text} line 0"
         pending = asyncio.ensure_future(anext(tail, None))
-        await asyncio.sleep(0.3)
         server.toolhost.logs.stop_following()
-        assert await asyncio.wait_for(pending, 5) is None
+        assert await within(pending, "the end of the tail") is None
 
 
 async def test_log_service_has_health_and_reflection(start_server):
@@ -119,14 +122,14 @@ async def test_log_service_has_health_and_reflection(start_server):
 async def run_cli_tool(*argv: str) -> str:
     process = await asyncio.create_subprocess_exec(
         tool_binary(argv[0]), *argv[1:], stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 30)
+    out, err = await within(process.communicate(), f"{argv[0]} ending")
     assert process.returncode == 0, err.decode()
     return out.decode()
 
 
 async def test_audit_records_are_in_the_logs_with_their_fields_and_tool_results_never_are(start_server):
     server = await start_server()
-    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         result = await client.call_tool("echo", text=SECRET_ARGUMENT, call_id=f"call-{marker()}")
         page = await client.query_logs_page(text=result.call_id)
         everything = [e async for e in client.query_logs(page_size=1000)]
@@ -138,7 +141,7 @@ async def test_audit_records_are_in_the_logs_with_their_fields_and_tool_results_
 
 async def test_the_registry_logs_the_seed_lines_on_start_and_reload(start_server, tmp_path):
     server = await start_server(catalog_dirs=[write_catalog(tmp_path / "catalog", ["echo_one"])])
-    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         await client.reload()
         messages = [e.message async for e in client.query_logs(text="[ToolRegistry]", page_size=1000)]
     catalog = str(tmp_path / "catalog")
@@ -151,7 +154,7 @@ async def test_the_log_inspector_tool_answers_from_the_same_inspector(start_serv
     server = await start_server()
     text = marker()
     log_lines(text, 3, logging.ERROR)
-    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         result = await client.call_tool("log_inspector", text=text, level="ERROR", limit=2, since="1h")
         assert result.success, result.error
         output = result.structured_output
@@ -180,7 +183,7 @@ async def test_with_log_database_the_server_writes_its_records_and_reads_other_r
     finally:
         table.store.close()
     assert sorted(r.message for r in stored) == [f"{text} elsewhere", f"{text} line 0", f"{text} line 1"]
-    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         page = await client.query_logs_page(text=text)
     # Each record once: this server's from its memory ring, the other replica's from the table.
     assert [(e.message, e.source) for e in page.records] == [
@@ -191,7 +194,7 @@ async def test_with_log_database_the_server_writes_its_records_and_reads_other_r
 
 async def test_file_readers_appear_in_the_summary_with_their_reason_when_unavailable(start_server, tmp_path):
     server = await start_server(log_files=(str(tmp_path / "missing" / "*.log"),))
-    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         page = await client.query_logs_page(page_size=1)
     assert page.summary.unavailable == {"file": f"no file matches {tmp_path / 'missing' / '*.log'}"}
     assert len(page.records) == 1
@@ -230,10 +233,10 @@ async def test_toolhost_logs_follow_prints_new_records_as_they_come(start_server
         "-n", "1", env=cli_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         assert process.stdout is not None
-        first = await asyncio.wait_for(process.stdout.readline(), 30)
+        first = await within(process.stdout.readline(), "the backlog's line")
         assert first.decode().rstrip().endswith(f"{text} line 0")
         log_lines(f"{text} later", 1)
-        second = await asyncio.wait_for(process.stdout.readline(), 30)
+        second = await within(process.stdout.readline(), "the new record's line")
         assert second.decode().rstrip().endswith(f"{text} later line 0")
     finally:
         process.terminate()
@@ -249,19 +252,21 @@ async def test_log_service_needs_credentials_and_the_admin_role(start_server, tm
     auth_file.write_text(auth_file_text(tokens))
     server: RunningServer = await start_server(catalog_dirs=[write_catalog(tmp_path / "catalog")],
                                                auth_file=auth_file)
-    async with toolhost.AsyncClient(server.target, timeout=30) as anonymous:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as anonymous:
         with pytest.raises(toolhost.UnauthenticatedError):
             await anonymous.query_logs_page()
         with pytest.raises(toolhost.UnauthenticatedError):
             await anext(anonymous.tail_logs())
-    async with toolhost.AsyncClient(server.target, timeout=30, token=tokens.agent, insecure_token_ok=True) as agent:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS, token=tokens.agent,
+                                    insecure_token_ok=True) as agent:
         with pytest.raises(toolhost.PermissionDeniedError, match="QueryLogs needs the admin role"):
             await agent.query_logs_page()
         with pytest.raises(toolhost.PermissionDeniedError, match="TailLogs needs the admin role"):
             await anext(agent.tail_logs())
         with pytest.raises(toolhost.NotFoundError):
             await agent.call_tool("log_inspector")
-    async with toolhost.AsyncClient(server.target, timeout=30, token=tokens.admin, insecure_token_ok=True) as admin:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS, token=tokens.admin,
+                                    insecure_token_ok=True) as admin:
         assert (await admin.query_logs_page(page_size=1)).records
         assert (await admin.call_tool("log_inspector", limit=1)).success
     # The CLI, too: without a token the server refuses.

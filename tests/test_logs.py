@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Iterator
@@ -26,7 +27,7 @@ from toolhost_server.logs.file_reader import FileLogReader
 from toolhost_server.logs.formatting import JsonLogFormatter, default_log_format
 from toolhost_server.logs.inspector import LogInspector
 from toolhost_server.logs.memory import MemoryLogReader, MemoryRingHandler
-from toolhost_server.logs.query import LogFilter, LogQuery
+from toolhost_server.logs.query import LogFilter, LogQuery, ReadResult
 from toolhost_server.logs.record import LogRecord, format_time
 from toolhost_server.logs.reverse_lines import BLOCK_SIZE
 from toolhost_server.sanitize import RedactingLogFilter, Redactor
@@ -34,6 +35,8 @@ from toolhost_server.serve import configure_logging
 from toolhost_server.store.database import Store
 from toolhost_server.store.engine import sqlite_file_url
 from toolhost_server.store.log_table import LogTable
+
+from conftest import HANG_GUARD_SECONDS, within
 
 BASE = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -143,9 +146,25 @@ def test_configured_json_logging_redacts_before_formatting(capsys):
     assert "hunter2" not in line["message"] and "[REDACTED]" in line["message"]
 
 
+class WriteSignallingStream(io.StringIO):
+    """A stream that notes which threads wrote to it and lets a test wait for a write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writers: list[str] = []
+        self.written = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.writers.append(threading.current_thread().name)
+        count = super().write(text)
+        self.written.set()
+        return count
+
+
 def test_the_stderr_handler_writes_in_batches_and_warnings_at_once():
-    stream = io.StringIO()
-    handler = BufferedStreamHandler(stream, flush_seconds=0.2)
+    stream = WriteSignallingStream()
+    # The writer thread's period is longer than the test: what it shows was written by the emitting thread.
+    handler = BufferedStreamHandler(stream, flush_seconds=3600)
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
     logger = logging.getLogger("test.logs.buffered")
     logger.addHandler(handler)
@@ -157,17 +176,25 @@ def test_the_stderr_handler_writes_in_batches_and_warnings_at_once():
         assert stream.getvalue() == ""  # waiting for the writer thread
         logger.warning("trouble")  # written before emit returns, after what waited
         assert stream.getvalue() == "INFO first\nINFO second\nWARNING trouble\n"
-        logger.info("third")
-        deadline = time.monotonic() + 5
-        while "third" not in stream.getvalue() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert stream.getvalue().endswith("INFO third\n")
         logger.info("last")
         handler.close()  # what logging.shutdown does at exit
-        assert stream.getvalue().endswith("INFO last\n")
+        assert stream.getvalue().endswith("WARNING trouble\nINFO last\n")
+        assert "log-writer" not in stream.writers
     finally:
         logger.removeHandler(handler)
         logger.propagate = True
+
+
+def test_the_stderr_handlers_thread_writes_what_waits():
+    stream = WriteSignallingStream()
+    handler = BufferedStreamHandler(stream, flush_seconds=0.01)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    try:
+        handler.handle(logging.LogRecord("app", logging.INFO, __file__, 1, "waiting", None, None))
+        assert stream.written.wait(HANG_GUARD_SECONDS), "the writer thread never wrote the waiting line"
+        assert stream.getvalue() == "INFO waiting\n" and stream.writers == ["log-writer"]
+    finally:
+        handler.close()
 
 
 # --- the memory ring ----------------------------------------------------------------------------------------
@@ -365,7 +392,7 @@ def test_a_line_longer_than_the_limit_is_cut_and_memory_stays_bounded(tmp_path):
     assert len(records[1].message) < 4096
 
 
-async def collect(stream: AsyncIterator[LogRecord], count: int, timeout: float = 10) -> list[LogRecord]:
+async def collect(stream: AsyncIterator[LogRecord], count: int) -> list[LogRecord]:
     found: list[LogRecord] = []
 
     async def take() -> None:
@@ -374,8 +401,35 @@ async def collect(stream: AsyncIterator[LogRecord], count: int, timeout: float =
             if len(found) == count:
                 return
 
-    await asyncio.wait_for(take(), timeout)
+    await within(take(), f"{count} more followed records (got {found})")
     return found
+
+
+class CountingFileReader(FileLogReader):
+    """A file reader that counts its reads, so that a test can wait for a follower's next polls."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(paths)
+        self.reads = 0
+        self._read = threading.Condition()
+
+    def read(self, query: LogQuery) -> ReadResult:
+        result = super().read(query)
+        with self._read:
+            self.reads += 1
+            self._read.notify_all()
+        return result
+
+    async def wait_reads(self, count: int) -> None:
+        """Until `count` more reads than now have ended."""
+        with self._read:
+            target = self.reads + count
+
+        def wait() -> bool:
+            with self._read:
+                return self._read.wait_for(lambda: self.reads >= target, HANG_GUARD_SECONDS)
+
+        assert await asyncio.to_thread(wait), f"the follower did not poll {count} more times"
 
 
 async def test_following_a_file_goes_on_across_rotation_without_losing_or_repeating_lines(tmp_path):
@@ -390,7 +444,7 @@ async def test_following_a_file_goes_on_across_rotation_without_losing_or_repeat
     write("before 1", -2)
     write("before 2", -1)
     # Only the path: the rotated file is then read through the handle kept open on it.
-    reader = FileLogReader([str(path)])
+    reader = CountingFileReader([str(path)])
     # A glob that also matches the rotated file by its new name, and has read the file before it was rotated.
     both = FileLogReader([str(tmp_path / "app.log*")])
     assert len(both.read(LogQuery()).records) == 2
@@ -408,9 +462,11 @@ async def test_following_a_file_goes_on_across_rotation_without_losing_or_repeat
         write("new file 1", 0.3)
         write("new file 2", 0.4)
         rest = await collect(follower, 3)
-        await asyncio.sleep(0.3)  # a few more polls: nothing may come twice
+        # A few more polls while the follower is being read: anything they brought again would come next.
+        pending = asyncio.ensure_future(collect(follower, 1))
+        await reader.wait_reads(3)
         write("new file 3", 0.5)
-        last = await collect(follower, 1)
+        last = await pending
     finally:
         await follower.aclose()
         writer.close()

@@ -26,6 +26,8 @@ from toolhost.v1 import tool_service_pb2
 from toolhost_server.catalog.builtins import discover_builtin_definitions
 from toolhost_server.model import ToolSpec
 
+from conftest import within
+
 NETWORK_TOOLS = ("dns_lookup", "tcp_port_check", "http_check", "shell_ping", "traceroute")
 
 
@@ -155,10 +157,9 @@ async def test_dns_lookup_servfail_and_silence_are_failures(start_server, dns_po
     where = {"nameserver": "127.0.0.1", "nameserver_port": dns_port}
     message = await expect_failure(server, "dns_lookup", "DNS_ERROR", domain="broken.example.test", **where)
     assert "SERVFAIL" in message
-    started = time.perf_counter()
+    # The nameserver never answers: the tool's own timeout ends the call, and says which one it was.
     message = await expect_failure(server, "dns_lookup", "TIMEOUT", domain="slow.example.test",
                                    timeout_seconds=0.3, **where)
-    assert time.perf_counter() - started < 2
     assert "0.3s" in message
 
 
@@ -186,14 +187,17 @@ async def test_tcp_port_check_open_port(start_server):
     listener = await asyncio.start_server(on_connect, "127.0.0.1", 0)
     port = listener.sockets[0].getsockname()[1]
     try:
+        started = time.perf_counter()
         result = await call_ok(server, "tcp_port_check", host="127.0.0.1", port=port)
-        await asyncio.wait_for(accepted.wait(), 2)
+        call_ms = (time.perf_counter() - started) * 1000
+        await within(accepted.wait(), "the check's connection reaching the listener")
     finally:
         listener.close()
         await listener.wait_closed()
     assert result["open"] is True and result["error"] is None
     assert result["host"] == "127.0.0.1" and result["address"] == "127.0.0.1" and result["port"] == port
-    assert 0 <= result["latency_ms"] < 1000
+    # The connect's own time, in milliseconds: part of the call's.
+    assert 0 <= result["latency_ms"] <= call_ms
 
 
 async def test_tcp_port_check_closed_port_is_a_successful_check(start_server):
@@ -217,9 +221,10 @@ async def test_tcp_port_check_rejects_bad_arguments(start_server):
 # --- http_check ---------------------------------------------------------------------------------------------
 
 class Handler(BaseHTTPRequestHandler):
-    """/ok, /missing, /redirect, /big (a large body), /binary, /slow (answers after 1.5 s)."""
+    """/ok, /missing, /redirect, /big (a large body), /binary, /slow (answers once the test has ended)."""
 
     seen_headers: ClassVar[list[dict[str, str]]] = []
+    release_slow: ClassVar[threading.Event] = threading.Event()
 
     def do_GET(self) -> None:
         type(self).seen_headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -234,7 +239,7 @@ class Handler(BaseHTTPRequestHandler):
         elif self.path == "/binary":
             self._reply(200, bytes(range(256)) * 4, "image/png")
         elif self.path == "/slow":
-            time.sleep(1.5)
+            type(self).release_slow.wait()
             self._reply(200, b"late", "text/plain")
 
     do_HEAD = do_GET
@@ -260,9 +265,11 @@ def http_base() -> Iterator[str]:
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     httpd.daemon_threads = True
     Handler.seen_headers = []
+    Handler.release_slow = threading.Event()
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    Handler.release_slow.set()
     httpd.shutdown()
     httpd.server_close()
     thread.join(5)
@@ -270,14 +277,16 @@ def http_base() -> Iterator[str]:
 
 async def test_http_check_200(start_server, http_base):
     server = await start_server()
+    started = time.perf_counter()
     result = await call_ok(server, "http_check", url=f"{http_base}/ok")
+    call_ms = (time.perf_counter() - started) * 1000
     assert result["status_code"] == 200 and result["ok"] is True and result["reason"] == "OK"
     assert result["body_preview"] == "hello from the test server" and result["body_truncated"] is False
     assert result["headers"]["content-type"] == "text/plain; charset=utf-8"
     assert result["headers"]["server"].startswith("BaseHTTP") and result["headers"]["location"] is None
     assert result["tls"] is False and result["method"] == "GET" and result["redirects"] == 0
     assert result["url"] == result["final_url"] == f"{http_base}/ok"
-    assert 0 <= result["latency_ms"] < 5000
+    assert 0 <= result["latency_ms"] <= call_ms  # the request's own time, in milliseconds: part of the call's
     # Nothing that identifies or authenticates anyone goes out.
     sent = Handler.seen_headers[-1]
     assert sent["user-agent"] == "toolhost-http-check/1.0"
@@ -316,9 +325,9 @@ async def test_http_check_caps_the_body(start_server, http_base):
 
 async def test_http_check_failures(start_server, http_base):
     server = await start_server()
-    started = time.perf_counter()
+    # /slow answers only after the test: the tool's own timeout ends the call, and says which one it was.
     message = await expect_failure(server, "http_check", "TIMEOUT", url=f"{http_base}/slow", timeout_seconds=0.3)
-    assert time.perf_counter() - started < 1.2 and "0.3s" in message
+    assert "0.3s" in message
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed = probe.getsockname()[1]

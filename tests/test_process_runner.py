@@ -41,7 +41,7 @@ from toolhost_server.runners.process_reaper import spawned_leaders
 from toolhost_server.runners.process_tree import ProcessTree
 from toolhost_server.schema import derive_input_schema
 
-from conftest import leftover_processes, write_tool
+from conftest import HANG_GUARD_SECONDS, leftover_processes, until, within, write_tool
 
 PY = sys.executable
 PRINT_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
@@ -53,6 +53,18 @@ STUBBORN_TREE = (
     "subprocess.Popen(['setsid', 'sleep', '1000'])\n"
     "subprocess.Popen([sys.executable, '-I', '-S', '-c', 'import os, signal, time; os.setsid(); "
     "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(1000)'])\n"
+    "time.sleep(1000)\n"
+)
+# STUBBORN_TREE (its processes ignore SIGTERM from birth) whose leader, once the others run, creates `ready`
+# in $REPORT_DIR, and `terminated` there on each SIGTERM: so a test sees the tree whole, and a stop begin.
+REPORTING_STUBBORN_TREE = (
+    "import os, signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "subprocess.Popen(['setsid', 'sleep', '1000'])\n"
+    "subprocess.Popen([sys.executable, '-I', '-S', '-c', 'import os, time; os.setsid(); time.sleep(1000)'])\n"
+    "report = os.environ['REPORT_DIR']\n"
+    "signal.signal(signal.SIGTERM, lambda *_: open(os.path.join(report, 'terminated'), 'w').close())\n"
+    "open(os.path.join(report, 'ready'), 'w').close()\n"
     "time.sleep(1000)\n"
 )
 
@@ -84,11 +96,18 @@ def violations(exc: grpc.aio.AioRpcError) -> list[tuple[str, str]]:
     return []
 
 
-async def eventually(predicate: Callable[[], bool], seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
+async def eventually(predicate: Callable[[], bool], seconds: float = HANG_GUARD_SECONDS,
+                     what: str = "") -> None:
+    """Poll `predicate` until it holds (processes and directories announce nothing); `seconds` is a hang
+    guard, never a speed requirement."""
+    await until(predicate, what or getattr(predicate, "__name__", "the condition"), seconds)
+
+
+async def until_tree_or_answer(tag: str, count: int, pending: asyncio.Future[Any]) -> None:
+    """Until `count` processes of the call marked `tag` run; a failure if the call was answered before."""
+    await eventually(lambda: len(leftover_processes(tag)) >= count or pending.done(),
+                     what=f"{count} processes of the call")
+    assert not pending.done(), f"the call ended before its {count} processes ran: {pending.result()}"
 
 
 def zombie_children() -> list[int]:
@@ -260,11 +279,17 @@ async def test_a_call_directory_is_gone_when_the_call_returns_and_removed_with_i
 
 
 async def test_a_call_directory_that_cannot_be_renamed_is_removed_before_the_call_returns(tmp_path, monkeypatch):
-    def refuse(*args: Any) -> None:
-        raise PermissionError("rename refused")
+    # The hidden name of a finished call's directory made in a directory that does not exist: the rename
+    # fails for real (only this module's naming is replaced, not os.rename, which other threads use).
+    named = process_dirs._name
+
+    def name_in_nowhere(parent: str, prefix: str) -> str:
+        if prefix == process_dirs.REMOVED_PREFIX:
+            return named(str(tmp_path / "no-such-directory"), prefix)
+        return named(parent, prefix)
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(process_dirs.os, "rename", refuse)
+    monkeypatch.setattr(process_dirs, "_name", name_in_nowhere)
     runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", LITTER]})
     outcome = await runner.run(Invocation(tool, {}, "call", 10))
     assert outcome.failure is None, outcome.failure
@@ -411,16 +436,16 @@ def test_the_quoted_last_line_never_starts_inside_a_word_cut_by_the_tail():
 async def test_a_timeout_kills_the_whole_tree_before_the_response(start_server, tmp_path):
     tag = marker()
     add_tool(tmp_path, "stubborn", {"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],
-                                    "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 0.5\n")
+                                    "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 3\n")
     server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
     pending = asyncio.create_task(call(server, "stubborn"))
-    # The leader and both grandchildren exist before the timeout.
-    await eventually(lambda: len(leftover_processes(tag)) >= 3)
+    # The leader and both grandchildren exist before the timeout (long enough to start three Pythons).
+    await until_tree_or_answer(tag, 3, pending)
     response = await pending
     assert not response.success and response.error.code == "TIMEOUT"
-    assert response.duration_ms >= 500
+    assert response.duration_ms >= 3000  # not before the tool's timeout
     assert leftover_processes(tag) == []
-    await eventually(lambda: zombie_children() == [], 1.0)
+    await eventually(lambda: zombie_children() == [], what="the tree's zombies reaped")
 
 
 async def test_a_normal_exit_leaves_no_background_process(start_server, tmp_path):
@@ -433,16 +458,15 @@ async def test_a_normal_exit_leaves_no_background_process(start_server, tmp_path
                "time.sleep(1000)'])\n"
                "print('leader done', flush=True)\n")
     add_tool(tmp_path, "daemonizes", {"type": "process", "argv": [PY, "-I", "-S", "-c", program],
-                                      "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 10\n")
+                                      "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 60\n")
     server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
-    started = time.monotonic()
     response = await call(server, "daemonizes")
+    # Not held until the timeout (which would be a TIMEOUT failure) by the background processes' copies of
+    # the pipes.
     assert response.success, response.error
     assert "leader done" in response.output
-    # Not held until the timeout by the background processes' copies of the pipes.
-    assert time.monotonic() - started < 5
     assert leftover_processes(tag) == []
-    await eventually(lambda: zombie_children() == [], 1.0)
+    await eventually(lambda: zombie_children() == [], what="the tree's zombies reaped")
 
 
 def running(pid: int) -> bool:
@@ -459,14 +483,13 @@ async def test_an_orphan_without_the_marker_that_keeps_the_output_pipe_is_stoppe
                "child = subprocess.Popen(['/usr/bin/setsid', '/usr/bin/sleep', '1000'], env={})\n"
                "print(child.pid, flush=True)\n")
     add_tool(tmp_path, "escapes", {"type": "process", "argv": [PY, "-I", "-S", "-c", program]},
-             extra="timeout_seconds: 10\n")
+             extra="timeout_seconds: 60\n")
     server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
-    started = time.monotonic()
     response = await call(server, "escapes")
+    # Not held until the timeout (a TIMEOUT failure) by the orphan's copy of the pipe.
     assert response.success, response.error
-    assert time.monotonic() - started < 5
     assert not running(int(response.output))
-    await eventually(lambda: zombie_children() == [], 1.0)
+    await eventually(lambda: zombie_children() == [], what="the tree's zombies reaped")
 
 
 async def test_the_callers_deadline_is_deadline_exceeded_and_leaves_nothing(start_server, tmp_path):
@@ -474,11 +497,15 @@ async def test_the_callers_deadline_is_deadline_exceeded_and_leaves_nothing(star
     add_tool(tmp_path, "stubborn", {"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],
                                     "env": {"TEST_MARKER": tag}}, extra="timeout_seconds: 30\n")
     server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    pending = asyncio.ensure_future(call(server, "stubborn", timeout=3))
+    # The whole tree runs before the deadline (long enough to start three Pythons).
+    await until_tree_or_answer(tag, 3, pending)
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await call(server, "stubborn", timeout=0.7)
+        await pending
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    # The client gives up at its deadline on its own; the server's kill (grace 0.2 s) ends just after.
-    await eventually(lambda: leftover_processes(tag) == [] and zombie_children() == [], 2.0)
+    # The client gives up at its deadline on its own; the server's kill (grace 0.2 s) ends after.
+    await eventually(lambda: leftover_processes(tag) == [] and zombie_children() == [],
+                     what="the tree stopped and reaped after the deadline")
 
 
 async def test_many_timeouts_leave_no_processes_and_no_open_descriptors(start_server, tmp_path):
@@ -496,26 +523,29 @@ async def test_many_timeouts_leave_no_processes_and_no_open_descriptors(start_se
         assert response.error.code == "TIMEOUT"
         assert leftover_processes(tag) == []
     assert len(os.listdir("/proc/self/fd")) <= descriptors
-    await eventually(lambda: zombie_children() == [], 1.0)
+    await eventually(lambda: zombie_children() == [], what="the trees' zombies reaped")
 
 
-async def test_a_second_cancellation_does_not_cut_the_grace_short():
+async def test_a_second_cancellation_does_not_cut_the_grace_short(tmp_path):
     tag = marker()
-    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", STUBBORN_TREE],
-                                  "env": {"TEST_MARKER": tag}}, settings=RunnerSettings(kill_grace_seconds=0.4))
+    grace = 2.0  # time enough to see the SIGTERM and cancel again while the stop waits
+    runner, tool = direct_runner({"type": "process", "argv": [PY, "-I", "-S", "-c", REPORTING_STUBBORN_TREE],
+                                  "env": {"TEST_MARKER": tag, "REPORT_DIR": str(tmp_path)}},
+                                 settings=RunnerSettings(kill_grace_seconds=grace))
     task = asyncio.create_task(runner.run(Invocation(tool, {}, "call-1", 30)))
-    await eventually(lambda: len(leftover_processes(tag)) >= 3)
+    await eventually((tmp_path / "ready").exists, what="the stubborn tree running")
+    tree = leftover_processes(tag)
     started = time.monotonic()
     task.cancel()
-    await asyncio.sleep(0.1)
+    await eventually((tmp_path / "terminated").exists, what="SIGTERM reaching the tree")
     # Mid-grace: the SIGTERM-ignoring processes still run, and a second cancellation arrives (as the gRPC
     # server's does after the pipeline's timeout).
-    assert leftover_processes(tag)
+    assert len(tree) == 3 and all(map(running, tree)), "the grace ended before the test could cancel again"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert leftover_processes(tag) == []
-    assert time.monotonic() - started >= 0.4, "SIGKILL came before the grace period ended"
+    assert time.monotonic() - started >= grace, "SIGKILL came before the grace period ended"
 
 
 async def test_cancellations_at_any_moment_even_mid_spawn_leave_nothing():
@@ -531,18 +561,24 @@ async def test_cancellations_at_any_moment_even_mid_spawn_leave_nothing():
             await task
 
     # From before the spawn, through it, to well after: none of them may hang or leave a process.
-    await asyncio.wait_for(asyncio.gather(*(cancelled_after(i * 0.004) for i in range(40))), 30)
+    await within(asyncio.gather(*(cancelled_after(i * 0.004) for i in range(40))), "40 cancelled calls ending")
     assert leftover_processes(tag) == []
 
 
-async def test_concurrent_calls_do_not_stop_each_other():
-    runner, tool = direct_runner({"type": "process", "argv": ["sh", "-c", "sleep 0.3; echo $1", "sh", "{n}"]},
-                                 (Parameter("n", "integer", required=True),))
+async def test_concurrent_calls_do_not_stop_each_other(tmp_path):
+    tag, gate = marker(), tmp_path / "go"
+    # The slow calls run until the test has made its quick calls.
+    runner, tool = direct_runner({"type": "process", "argv": [
+        "sh", "-c", 'while [ ! -e "$GATE" ]; do sleep 0.01; done; echo $1', "sh", "{n}"],
+        "env": {"GATE": str(gate), "TEST_MARKER": tag}}, (Parameter("n", "integer", required=True),))
     quick, _ = direct_runner({"type": "process", "argv": ["true"]})
-    slow = [asyncio.create_task(runner.run(Invocation(tool, {"n": n}, f"c{n}", 10))) for n in range(5)]
+    slow = [asyncio.create_task(runner.run(Invocation(tool, {"n": n}, f"c{n}", HANG_GUARD_SECONDS)))
+            for n in range(5)]
+    await eventually(lambda: len(leftover_processes(tag)) >= 5, what="the 5 slow calls running")
     for _ in range(20):
         assert (await quick.run(Invocation(tool, {}, "q", 10))).failure is None
-    outcomes = await asyncio.gather(*slow)
+    gate.touch()
+    outcomes = await within(asyncio.gather(*slow), "the slow calls ending")
     assert [o.output for o in outcomes] == [f"{n}\n" for n in range(5)]
 
 
@@ -589,23 +625,24 @@ async def test_bad_runner_configs_are_reported_at_load(start_server, tmp_path):
     assert not set(BAD_CONFIGS) & set(report.tools)
 
 
-async def test_stopping_cancelled_midway_kills_at_once():
+async def test_stopping_cancelled_midway_kills_at_once(tmp_path):
     """What the event loop's shutdown does to a kill in progress: it still leaves nothing running."""
     tag = marker()
     child = await asyncio.create_subprocess_exec(
-        PY, "-I", "-S", "-c", STUBBORN_TREE, env={"TOOLHOST_CALL_MARKER": tag, "PATH": SAFE_PATH})
-    await eventually(lambda: len(leftover_processes(tag)) >= 3)
+        PY, "-I", "-S", "-c", REPORTING_STUBBORN_TREE,
+        env={"TOOLHOST_CALL_MARKER": tag, "PATH": SAFE_PATH, "REPORT_DIR": str(tmp_path)})
+    await eventually((tmp_path / "ready").exists, what="the stubborn tree running")
+    tree = leftover_processes(tag)
     # As the launcher does: asyncio reaps the leader it spawned, so the tree must leave it alone.
     spawned_leaders.add(child.pid)
-    stopping = asyncio.create_task(ProcessTree(tag, leader=child.pid).stop(grace_seconds=30))
-    await asyncio.sleep(0.1)
-    assert leftover_processes(tag), "the SIGTERM-ignoring processes wait for the grace period"
-    started = time.monotonic()
+    # A grace no test outlives: the stop can only end during the test by killing when cancelled.
+    stopping = asyncio.create_task(ProcessTree(tag, leader=child.pid).stop(grace_seconds=3600))
+    await eventually((tmp_path / "terminated").exists, what="SIGTERM reaching the tree")
+    assert len(tree) == 3 and all(map(running, tree)), "the SIGTERM-ignoring processes wait for the grace"
     stopping.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await stopping
+        await within(stopping, "the cancelled stop ending (instead of waiting out its grace)")
     assert leftover_processes(tag) == []
-    assert time.monotonic() - started < 1
     assert await child.wait() == -9
     spawned_leaders.discard(child.pid)
 
@@ -633,7 +670,8 @@ async def test_daemons_the_server_adopted_are_reaped_whenever_they_exit(start_se
 
     # They outlive their calls (nothing recognises them), exit later, and must then be reaped, not left as
     # zombies of the server for ever.
-    await eventually(lambda: not any(map(adopted, daemons)) and server_zombies() == [], 15)
+    await eventually(lambda: not any(map(adopted, daemons)) and server_zombies() == [],
+                     what="the adopted daemons reaped")
 
 
 async def test_reaping_strays_never_takes_the_exit_status_of_a_call():
@@ -645,7 +683,7 @@ async def test_reaping_strays_never_takes_the_exit_status_of_a_call():
                                     *(exits.run(Invocation(tool, {}, f"e{i}", 30)) for i in range(30)))
     assert [o.exit_code for o in outcomes[10:]] == [7] * 30
     assert all(o.failure is None for o in outcomes[:10])
-    await eventually(lambda: server_zombies() == [], 15)
+    await eventually(lambda: server_zombies() == [], what="the strays reaped")
 
 
 _proc_listings: list[int] | None = None
@@ -677,7 +715,7 @@ async def test_many_calls_stopping_at_once_scan_proc_off_the_event_loop():
     runner, tool = direct_runner({"type": "process", "argv": ["sh", "-c", "trap '' TERM; sleep 1000 & sleep 1000"],
                                   "env": {"TEST_MARKER": tag}}, settings=RunnerSettings(kill_grace_seconds=0.3))
     tasks = [asyncio.create_task(runner.run(Invocation(tool, {}, f"c{i}", 30))) for i in range(20)]
-    await eventually(lambda: len(leftover_processes(tag)) >= 40, 20)
+    await eventually(lambda: len(leftover_processes(tag)) >= 40, what="40 processes of 20 calls")
     with proc_listings() as listings:
         for task in tasks:  # all 20 time out at once
             task.cancel()
@@ -726,18 +764,32 @@ async def test_a_reused_leader_pid_does_not_make_a_strangers_session_the_calls()
         await stranger.wait()
 
 
+# Reports each SIGUSR1 and SIGUSR2 it gets on stdout, after a first line saying it is ready for them.
+# (os.write: a handler may run while the main thread is inside a print, which must not be re-entered.)
+SIGNAL_REPORTER = (
+    "import os, signal, time\n"
+    "for number in (signal.SIGUSR1, signal.SIGUSR2):\n"
+    "    signal.signal(number, lambda n, _: os.write(1, signal.Signals(n).name.encode() + b'\\n'))\n"
+    "os.write(1, b'ready\\n')\n"
+    "while True: time.sleep(1000)\n")
+
+
 async def test_a_process_seen_in_an_older_scan_is_not_signalled_once_its_pid_is_someone_elses():
-    stranger = await asyncio.create_subprocess_exec("sleep", "1000")
+    stranger = await asyncio.create_subprocess_exec(PY, "-I", "-S", "-c", SIGNAL_REPORTER,
+                                                    stdout=asyncio.subprocess.PIPE)
+    assert stranger.stdout is not None
     try:
+        assert await within(stranger.stdout.readline(), "the stranger's handlers installed") == b"ready\n"
         seen = process_table.read_stat(stranger.pid)
         assert seen is not None
         # The same pid with another start time: what a scan saw of a process that has since exited, its pid
-        # reused by the stranger.
-        process_tree._signal([dataclasses.replace(seen, start_time=seen.start_time - 1)], signal.SIGKILL)
-        await asyncio.sleep(0.05)
-        assert running(stranger.pid)
+        # reused by the stranger. Then a signal to the stranger as it is: a SIGUSR1 delivered before it (or
+        # pending with it: the lower number is handled first) would be reported first.
+        process_tree._signal([dataclasses.replace(seen, start_time=seen.start_time - 1)], signal.SIGUSR1)
+        process_tree._signal([seen], signal.SIGUSR2)
+        assert await within(stranger.stdout.readline(), "the stranger's report of a signal") == b"SIGUSR2\n"
         process_tree._signal([seen], signal.SIGKILL)
-        assert await asyncio.wait_for(stranger.wait(), 10) == -signal.SIGKILL
+        assert await within(stranger.wait(), "the stranger's death by SIGKILL") == -signal.SIGKILL
     finally:
         if stranger.returncode is None:
             stranger.kill()

@@ -9,6 +9,7 @@ import asyncio
 import os
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
@@ -21,7 +22,7 @@ import toolhost
 from toolhost.v1 import error_reason_pb2
 from toolhost_server.model import ToolSpec
 
-from conftest import RunningServer, ServerFactory, write_tool
+from conftest import HANG_GUARD_SECONDS, RunningServer, ServerFactory, until, within, write_tool
 
 PLAIN_TOOLS = [f"tool_{i:03d}" for i in range(250)]
 NET_TOOLS = [f"net_{i:02d}" for i in range(40)]
@@ -78,20 +79,20 @@ def closed_port() -> int:
 
 
 async def test_sync_list_tools_walks_every_page_and_yields_each_tool_once(server):
-    with toolhost.Client(server.target, timeout=10) as client:
+    with toolhost.Client(server.target, timeout=HANG_GUARD_SECONDS) as client:
         names = await in_thread(lambda: [t.name for t in client.list_tools(page_size=7)])
     assert len(served_names(server)) > 290
     assert names == served_names(server)
 
 
 async def test_async_list_tools_walks_every_page_and_yields_each_tool_once(server):
-    async with toolhost.AsyncClient(server.target, timeout=10) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         names = [t.name async for t in client.list_tools(page_size=13)]
     assert names == served_names(server)
 
 
 async def test_list_tools_filters_and_views(server):
-    async with toolhost.AsyncClient(server.target, timeout=10) as client:
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
         network = [t async for t in client.list_tools(category="network", platform="linux", page_size=9)]
         probes = [t.name async for t in client.list_tools(tags=["net", "probe"])]
         full = [t async for t in client.list_tools(category="network", platform="linux", view="full")]
@@ -143,7 +144,7 @@ async def test_get_tool_gives_the_input_schema_as_a_dict(server, tmp_path):
 
 
 async def test_sync_call_tool_runs_echo_and_a_catalog_tool(server):
-    with toolhost.Client(server.target, timeout=10) as client:
+    with toolhost.Client(server.target, timeout=HANG_GUARD_SECONDS) as client:
         echoed = await in_thread(client.call_tool, "echo", {"text": "hi"}, call_id="call-1")
         greeted = await in_thread(lambda: client.call_tool("tool_001", name="Ada"))
     assert echoed.success and echoed.output == "hi" and echoed.tool == "echo" and echoed.call_id == "call-1"
@@ -219,10 +220,11 @@ async def test_a_call_longer_than_the_timeout_raises_deadline_exceeded(server):
 
 async def test_an_unreachable_server_raises_unavailable():
     target = f"127.0.0.1:{closed_port()}"
-    with toolhost.Client(target, timeout=5) as client, pytest.raises(toolhost.UnavailableError) as caught:
+    with (toolhost.Client(target, timeout=HANG_GUARD_SECONDS) as client,
+          pytest.raises(toolhost.UnavailableError) as caught):
         await in_thread(client.reload)
     assert caught.value.reason is None and caught.value.code == grpc.StatusCode.UNAVAILABLE
-    async with toolhost.AsyncClient(target, timeout=5) as aclient:
+    async with toolhost.AsyncClient(target, timeout=HANG_GUARD_SECONDS) as aclient:
         with pytest.raises(toolhost.UnavailableError):
             await aclient.get_tool("echo")
 
@@ -267,12 +269,12 @@ async def test_reload_reports_bad_files_with_their_line(server, tmp_path):
 async def test_async_watch_tools_yields_the_current_generation_then_changes(server, tmp_path):
     async with toolhost.AsyncClient(server.target) as client:
         watch = client.watch_tools()
-        first = await asyncio.wait_for(anext(watch), 5)
+        first = await within(anext(watch), "the current generation")
         assert first.generation == 1 and first.count == len(served_names(server))
         assert sorted(first.added) == served_names(server)
         write_tool(tmp_path / "catalog", "watched")
         await client.reload()
-        second = await asyncio.wait_for(anext(watch), 5)
+        second = await within(anext(watch), "the reload's generation")
         assert (second.generation, second.added, second.removed) == (2, ("watched",), ())
         assert second.count == first.count + 1
         await watch.aclose()
@@ -282,15 +284,53 @@ async def test_async_watch_tools_yields_the_current_generation_then_changes(serv
 async def test_async_client_close_ends_a_waiting_watch(server):
     client = toolhost.AsyncClient(server.target)
     watch = client.watch_tools()
-    await asyncio.wait_for(anext(watch), 5)
-    rest = asyncio.create_task(asyncio.wait_for(_collect(watch), 5))
-    await asyncio.sleep(0.1)
+    await within(anext(watch), "the current generation")
+    rest = asyncio.create_task(_collect(watch))
+    await until(lambda: awaits(rest, "read"), "the collecting task waiting for the next message")
     await client.close()
-    assert await rest == []
+    assert await within(rest, "the end of the watch") == []
 
 
 async def _collect(watch: toolhost.AsyncToolWatch) -> list[toolhost.GenerationEvent]:
     return [event async for event in watch]
+
+
+def awaits(task: asyncio.Task[Any], name: str) -> bool:
+    """Whether `task` is suspended in a coroutine called `name` (somewhere down its chain of awaits)."""
+    awaited: Any = task.get_coro()
+    while awaited is not None:
+        code = getattr(awaited, "cr_code", None)
+        if code is not None and code.co_name == name:
+            return True
+        awaited = getattr(awaited, "cr_await", None)
+    return False
+
+
+def blocked_in_next(thread: threading.Thread) -> bool:
+    """Whether `thread` waits inside a ServerStream's __next__ (for the next message of a blocking stream)."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return "__next__" in names and names[0] == "wait"
+
+
+class Reader(threading.Thread):
+    """Reads a blocking stream to its end in a thread of its own; `result` is what it read."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(daemon=True)
+        self._stream = stream
+        self.result: list[Any] | None = None
+        self.done = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+
+    def run(self) -> None:
+        try:
+            self.result = list(self._stream)
+        finally:
+            self._loop.call_soon_threadsafe(self.done.set)
 
 
 async def test_sync_watch_tools_sees_a_reload_from_another_client_and_stops_on_close(server, tmp_path):
@@ -301,23 +341,27 @@ async def test_sync_watch_tools_sees_a_reload_from_another_client_and_stops_on_c
         write_tool(tmp_path / "catalog", "watched")
         async with toolhost.AsyncClient(server.target) as other:
             await other.reload()
-        second = await asyncio.wait_for(in_thread(next, watch), 5)
+        second = await within(in_thread(next, watch), "the reload's generation")
         assert (second.generation, second.added) == (2, ("watched",))
         # A reader blocked in next() ends cleanly when the stream is closed from another thread.
-        rest = asyncio.ensure_future(in_thread(list, watch))
-        await asyncio.sleep(0.2)
+        reader = Reader(watch)
+        reader.start()
+        await until(lambda: blocked_in_next(reader), "the reader blocked in next()")
         watch.close()
-        assert await asyncio.wait_for(rest, 5) == []
+        await within(reader.done.wait(), "the reader's end")
+        assert reader.result == []
 
 
 async def test_sync_client_close_ends_a_waiting_watch(server):
     client = toolhost.Client(server.target)
     watch = client.watch_tools()
     await in_thread(next, watch)
-    rest = asyncio.ensure_future(in_thread(list, watch))
-    await asyncio.sleep(0.2)
+    reader = Reader(watch)
+    reader.start()
+    await until(lambda: blocked_in_next(reader), "the reader blocked in next()")
     await in_thread(client.close)
-    assert await asyncio.wait_for(rest, 5) == []
+    await within(reader.done.wait(), "the reader's end")
+    assert reader.result == []
 
 
 async def test_a_given_channel_is_used_and_left_open(server):
@@ -353,7 +397,7 @@ async def test_the_readme_example_runs(start_server):
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-c", readme_example(), env={**os.environ, "TOOLHOST_TARGET": server.target},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    out, err = await within(process.communicate(), "the README example ending")
     assert process.returncode == 0, err.decode()
     lines = out.decode().splitlines()
     assert "['text']" in lines and "True hello" in lines and "INVALID_ARGUMENTS" in lines
