@@ -174,9 +174,6 @@ async def test_a_watch_stream_far_behind_ends_and_a_new_one_starts_from_the_curr
         again.cancel()
 
 
-@pytest.mark.xfail(strict=True, reason="the registry makes room for the end of a full watcher's queue by "
-                                       "dropping the oldest generation it holds (Registry._end), so the stream "
-                                       "skips one before it ends")
 async def test_a_watch_stream_far_behind_loses_no_generation_before_it_ends(start_server, tmp_path, caplog):
     # WatchTools promises that applying the messages in order gives the tool set: what a dropped stream sent
     # before its end must be every generation from the first up to its last, a state the client really had.

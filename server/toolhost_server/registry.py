@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import difflib
 import logging
 from collections import OrderedDict
@@ -137,6 +138,9 @@ class PreparedSwap:
 @dataclass(eq=False)  # identity semantics: each stream is its own watcher
 class _Watcher:
     queue: asyncio.Queue[GenerationChange | None] = field(default_factory=lambda: asyncio.Queue(maxsize=256))
+    # Set when the stream must end (shutdown, or too far behind): it ends once it has read what is queued, so
+    # it never skips a generation it was told about.
+    ended: bool = False
 
 
 class Registry:
@@ -203,13 +207,12 @@ class Registry:
         try:
             current = self._snapshot
             yield GenerationChange(current.generation, len(current), current.names, (), ())
-            while True:
+            while not (watcher.ended and watcher.queue.empty()):
                 change = await watcher.queue.get()
-                if change is None or change.generation <= current.generation:
-                    if change is None:
-                        return
-                    continue
-                yield change
+                if change is None:
+                    return
+                if change.generation > current.generation:
+                    yield change
         finally:
             self._watchers.discard(watcher)
 
@@ -221,9 +224,8 @@ class Registry:
 
     def _end(self, watcher: _Watcher) -> None:
         self._watchers.discard(watcher)
-        while True:
-            try:
-                watcher.queue.put_nowait(None)
-                return
-            except asyncio.QueueFull:
-                watcher.queue.get_nowait()
+        watcher.ended = True
+        # Wakes a stream waiting on an empty queue; a full queue needs no wake-up (the stream has its
+        # generations to read first, then sees `ended`), and dropping one to make room would lose it.
+        with contextlib.suppress(asyncio.QueueFull):
+            watcher.queue.put_nowait(None)

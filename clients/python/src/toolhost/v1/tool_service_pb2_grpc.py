@@ -146,7 +146,9 @@ class ToolServiceServicer:
     def WatchTools(self, request, context):
         """WatchTools streams the registry's generations: first the current one, listing every tool in `added`, then
         one message per new generation with what changed. Applying the messages in order to an empty set gives the
-        current tool names. The stream ends when the server shuts down.
+        current tool names. The stream ends (status OK) when the server shuts down, or when the client falls 256
+        generations behind without reading: it then first gets every generation it was told about, and a client
+        that opens a new stream starts again from the current generation.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
