@@ -287,30 +287,46 @@ def hops(*values: str) -> tuple[tuple[str, str], ...]:
     return tuple((HOPS_METADATA_KEY, value) for value in values)
 
 
-# The server's reading of the counter (api/tool_service.py, _hops): a whole number counts; anything else,
-# negative numbers included, counts as no hop at all; of repeated values the last one counts. Only servers
-# send it; a caller that forges it can only make its own call refused.
+# The server's reading of the counter (api/tool_service.py, _hops): a whole number; of repeated values the
+# largest; anything else is the caller's mistake. Only servers send it; a caller that forges it can only make its
+# own call refused.
 RUNS = [
     pytest.param(hops(str(MAX_HOPS)), id="at-the-limit"),
     pytest.param(hops("0"), id="zero"),
+    pytest.param(hops("1", "2"), id="repeated-within"),
+]
+MALFORMED = [
     pytest.param(hops(""), id="empty"),
     pytest.param(hops("two"), id="not-a-number"),
     pytest.param(hops("1.5"), id="fraction"),
     pytest.param(hops("0x10"), id="hexadecimal"),
     pytest.param(hops("-7"), id="negative"),
-    pytest.param(hops("9" * 5000), id="more-digits-than-python-reads"),
-    pytest.param(hops("99", "1"), id="repeated-last-within"),
+    pytest.param(hops(" 3"), id="padded"),
+    pytest.param(hops("9" * 5000), id="thousands-of-digits"),
+    pytest.param(hops("1", "x"), id="one-of-several"),
 ]
 REFUSED = [
     pytest.param(hops(str(MAX_HOPS + 1)), id="over-the-limit"),
     pytest.param(hops(str(2**64)), id="huge"),
     pytest.param(hops("1", "99"), id="repeated-last-over"),
+    pytest.param(hops("99", "1"), id="repeated-first-over"),
 ]
 
 
 @pytest.mark.parametrize("method", ["CallTool", "StreamCallTool"])
+@pytest.mark.parametrize("metadata", MALFORMED)
+async def test_a_hop_counter_that_is_no_whole_number_is_invalid_argument(start_server, method, metadata):
+    server = await start_server(max_hops=MAX_HOPS)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await call_with_hops(server, method, metadata)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
+    assert error_info(caught.value).reason == "INVALID_REQUEST"
+    assert f"the {HOPS_METADATA_KEY} metadata must be a whole number" in (caught.value.details() or "")
+
+
+@pytest.mark.parametrize("method", ["CallTool", "StreamCallTool"])
 @pytest.mark.parametrize("metadata", RUNS)
-async def test_a_hop_counter_within_the_limit_or_unreadable_lets_the_call_run(start_server, method, metadata):
+async def test_a_hop_counter_within_the_limit_lets_the_call_run(start_server, method, metadata):
     server = await start_server(max_hops=MAX_HOPS)
     await call_with_hops(server, method, metadata)
 

@@ -117,21 +117,30 @@ def _call_request(
     caller: Caller,
 ) -> CallRequest:
     which = request.WhichOneof("args")
-    metadata = dict(context.invocation_metadata() or ())
+    received = context.invocation_metadata() or ()
+    metadata = dict(received)
     return CallRequest(
         name=request.name,
         arguments=struct_to_dict(request.arguments) if which == "arguments" else None,
         arguments_json=request.arguments_json if which == "arguments_json" else None,
         call_id=request.call_id,
         caller_timeout_seconds=context.time_remaining(),
-        hops=_hops(metadata.get(HOPS_METADATA_KEY)),
+        hops=_hops([value for key, value in received if key == HOPS_METADATA_KEY]),
         trace_headers={k: str(metadata[k]) for k in TRACE_METADATA_KEYS if k in metadata},
         caller=caller,
     )
 
 
-def _hops(value: str | bytes | None) -> int:
-    try:
-        return max(0, int(value or 0))
-    except ValueError:
-        return 0
+def _hops(values: list[str | bytes]) -> int:
+    """How many toolhosts forwarded the call (the remote runner adds one each time): a whole number; of several
+    values the largest, so that a repeated header cannot lower the count a loop would reach."""
+    hops = 0
+    for value in values:
+        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+        # At most 20 digits: any count that long is over every limit, and int() of thousands of digits is slow.
+        if not (text.isascii() and text.isdigit() and len(text) <= 20):
+            raise InvalidRequestError(
+                f"the {HOPS_METADATA_KEY} metadata must be a whole number of at most 20 digits, the toolhosts the "
+                "call passed through; only a toolhost's remote runner sends it")
+        hops = max(hops, int(text))
+    return hops
