@@ -350,12 +350,24 @@ def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:
     failure_redacted = False
     if failure is not None:
         message = redactor.redact_text(failure.message)
-        failure, failure_redacted = ToolFailure(failure.code, message.value), message.redacted
+        failure, failure_redacted = ToolFailure(failure.code, _shortened(message.value, redactor)), message.redacted
     redacted = output.redacted or stderr.redacted or structured.redacted or failure_redacted
-    if not redacted and not outcome.cut_streams:
+    if not redacted and not outcome.cut_streams and failure == outcome.failure:
         return outcome, False
     return dataclasses.replace(outcome, output=output.value, stderr=stderr.value, structured=structured.value,
                                failure=failure), redacted
+
+
+# A failure message quotes what a tool wrote (a process's last stderr line); it is cut to this many characters,
+# after redaction, so that no secret the cut would have split survives unrecognised.
+MAX_FAILURE_MESSAGE_CHARS = 500
+
+
+def _shortened(message: str, redactor: Redactor) -> str:
+    if len(message) <= MAX_FAILURE_MESSAGE_CHARS:
+        return message
+    cut = message[:MAX_FAILURE_MESSAGE_CHARS - 1]
+    return cut[:redactor.safe_end(cut)].rstrip() + "…"
 
 
 def _missing_credentials(tool: str, exc: MissingCredentialsError) -> str:

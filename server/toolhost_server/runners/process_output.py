@@ -10,7 +10,6 @@ from ..call_events import CallEvents
 
 # Enough of stderr's end to quote its last line in a failure message, even when stderr itself was cut.
 _TAIL_BYTES: Final = 1024
-_QUOTED_LINE_CHARS: Final = 200
 
 
 class CappedStream:
@@ -46,17 +45,16 @@ class CappedStream:
         return decoder.decode(bytes(self._kept), final=not self.truncated)
 
     def last_line(self) -> str:
-        """The last non-blank line written, shortened to about 200 characters; "" when there is none."""
+        """The last non-blank line written (of the last 1 KiB at most); "" when there is none. Not shortened
+        here: a line cut before redaction could keep most of a secret that redaction would no longer
+        recognise; the pipeline shortens failure messages after redacting them."""
         text = bytes(self._tail).decode("utf-8", errors="replace")
         if self.size > len(self._tail) and "\n" not in text.rstrip():
             # The line began before the kept tail: its first word may be the second half of a secret, which
             # nothing could recognise any more. Drop it.
             text = text.lstrip().partition(" ")[2]
         lines = text.strip().splitlines()
-        line = lines[-1].strip() if lines else ""
-        if len(line) > _QUOTED_LINE_CHARS:
-            line = line[:_QUOTED_LINE_CHARS - 1] + "…"
-        return line
+        return lines[-1].strip() if lines else ""
 
 
 class CaptureProtocol(asyncio.SubprocessProtocol):
