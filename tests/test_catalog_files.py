@@ -404,13 +404,16 @@ def test_a_change_whose_mtime_was_put_back_is_seen(tmp_path, later):
 def test_a_directory_holding_symlinks_is_scanned_every_time(tmp_path, later):
     catalog = tmp_path / "catalog"
     write_tool(catalog, "plain")
-    target = write_tool(tmp_path / "elsewhere", "linked")
+    # The targets in a hidden subdirectory (not scanned itself), as a ConfigMap keeps them: links that leave
+    # the catalog directory are refused (tests/security/test_security_catalog_files.py).
+    elsewhere = catalog / ".elsewhere"
+    target = write_tool(elsewhere, "linked")
     (catalog / "linked.yaml").symlink_to(target)
-    (catalog / "later.yaml").symlink_to(tmp_path / "elsewhere" / "later.yaml")  # points at nothing yet
+    (catalog / "later.yaml").symlink_to(elsewhere / "later.yaml")  # points at nothing yet
     loader = ToolLoader([catalog], (), RunnerSettings())
     assert catalog_names(loader) == ["linked", "plain"]
     target.unlink()  # neither change touches the catalog directory itself
-    write_tool(tmp_path / "elsewhere", "later")
+    write_tool(elsewhere, "later")
     assert catalog_names(loader) == ["later", "plain"]
 
 

@@ -140,7 +140,13 @@ def _reject_unknown(data: Mapping[str, Any], known: frozenset[str], where: str, 
         if key not in known:
             close = difflib.get_close_matches(str(key), known, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
-            raise DefinitionError(f"unknown key {key!r}{where}{hint}", (*path, str(key)), at_key=True)
+            # Quoted only when it looks like a key someone meant to write: a file that is no tool definition
+            # at all (a password file's lines parse as keys) must not have its content copied into the report.
+            shown = repr(key) if isinstance(key, str) and _KEY_LIKE.fullmatch(key) else "(not shown: no identifier)"
+            raise DefinitionError(f"unknown key {shown}{where}{hint}", (*path, str(key)), at_key=True)
+
+
+_KEY_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")
 
 
 def _required_str(data: Mapping[str, Any], key: str) -> str:

@@ -87,12 +87,14 @@ class CatalogLister:
                 raise CatalogDirectoryError(CatalogProblem(str(directory), 0, f"catalog directory {reason}"))
             below: list[CatalogFile] = []
             pending = [str(directory)]
+            root: str | None = None
             while pending:
                 listing = self._listing(pending.pop(), listing_began_ns, remembered)
+                root = root or os.path.join(listing.real_path, "")
                 below.extend(listing.files)
                 pending.extend(listing.subdirectories)
             below.sort(key=attrgetter("path"))  # mostly sorted already: one pass of comparisons
-            found.extend(below)
+            found.extend(_inside(below, root or ""))
         self._remembered = remembered  # directories no longer under a catalog directory are forgotten
         return found
 
@@ -112,6 +114,18 @@ class CatalogLister:
         if stable and max(st.st_mtime_ns, st.st_ctime_ns) < listing_began_ns - RACY_SECONDS * 1_000_000_000:
             remembered[directory] = listing
         return listing
+
+
+def _inside(files: list[CatalogFile], root: str) -> list[CatalogFile]:
+    """The files, with those whose real path leaves the catalog directory (a symbolic link to anywhere on the
+    server, /etc/shadow say) turned into problems: only what is in the directory is the catalog. A ConfigMap's
+    links stay inside it (name.yaml -> ..data/name.yaml -> ..2024_.../name.yaml)."""
+    if all(file.real_path.startswith(root) for file in files if file.problem is None):
+        return files  # the common case: nothing to replace
+    return [file if file.problem is not None or file.real_path.startswith(root) else CatalogFile(
+        file.path, CatalogProblem(file.path, 0, "a symbolic link to a file outside the catalog directory: "
+                                                "refused (only the directory's own files are read)"))
+        for file in files]
 
 
 def _scan(directory: str, real_path: str, identity: _Identity) -> tuple[_Listing, bool]:
