@@ -42,7 +42,9 @@ DEFAULT_DENY: Final = (
 
 class EgressPolicy:
     """CIDR allow and deny lists. A denied network always wins; a non-empty allow list lets through only the
-    addresses inside it. An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is judged as the IPv4 address it is."""
+    addresses inside it. An address is judged as where a connection to it goes: an IPv6 address that embeds an
+    IPv4 one (::ffff:a.b.c.d, ::a.b.c.d, NAT64 64:ff9b::/96, 6to4 2002::/16) as that IPv4 address, and the
+    unspecified address (0.0.0.0, "0", ::), which reaches this host, as loopback."""
 
     def __init__(self, allow: Sequence[str] = (), deny: Sequence[str] = DEFAULT_DENY) -> None:
         self.allow: tuple[Network, ...] = tuple(ipaddress.ip_network(n, strict=False) for n in allow)
@@ -51,8 +53,11 @@ class EgressPolicy:
     def check(self, address: str | Address, host: str | None = None) -> None:
         """Return when the tools may connect to `address`; else raise EGRESS_DENIED saying which rule refused
         it and how to change that. `host` is the name it was resolved from, for the message."""
-        ip = _normalise(address)
-        target = str(ip) if host is None or host == str(ip) else f"{ip} (resolved from {host!r})"
+        given = _normalise(address)
+        ip = _destination(given)
+        target = str(given) if host is None or host == str(given) else f"{given} (resolved from {host!r})"
+        if ip != given:
+            target += f", which reaches {ip}"
         for network in self.deny:
             if ip.version == network.version and ip in network:
                 raise ToolRaisedFailure(
@@ -102,6 +107,24 @@ def _cidrs(variable: str, text: str) -> tuple[str, ...]:
                 f"({exc}); write comma-separated networks such as 10.0.0.0/8,fd00::/8",
                 "EGRESS_MISCONFIGURED") from None
     return entries
+
+
+_NAT64: Final = ipaddress.IPv6Network("64:ff9b::/96")
+_IPV4_COMPATIBLE: Final = ipaddress.IPv6Network("::/96")
+
+
+def _destination(ip: Address) -> Address:
+    """Where a connection to `ip` goes, for judging it: the IPv4 address an IPv6 one embeds (a NAT64 gateway
+    or a 6to4 relay forwards to it, and Linux connects ::a.b.c.d to it), and loopback for the unspecified
+    address, which the kernel takes as this host."""
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.sixtofour is not None:
+            ip = ip.sixtofour
+        elif ip in _NAT64 or (ip in _IPV4_COMPATIBLE and int(ip) > 1):  # ::a.b.c.d, but not :: and ::1
+            ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.is_unspecified:
+        return ipaddress.IPv4Address("127.0.0.1") if ip.version == 4 else ipaddress.IPv6Address("::1")
+    return ip
 
 
 def _normalise(address: str | Address) -> Address:
