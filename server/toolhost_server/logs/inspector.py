@@ -8,6 +8,7 @@ summary with its reason and the others still answer. Pages are AIP-158: `page_si
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -18,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from ..errors import InvalidRequestError
 from ..event_waits import wait_set
+from ..sanitize import LearningRedactor, Redactor
 from .page_tokens import decode_page_token, encode_page_token
 from .query import LogFilter, LogQuery, ReadResult
 from .reader import LogReader, LogReaderError
@@ -72,9 +74,14 @@ class LogInspector:
         async for record in inspector.follow(LogFilter(text="timeout"), backlog=10): ...
     """
 
-    def __init__(self, readers: Sequence[LogReader], *, poll_seconds: float = 0.5) -> None:
+    def __init__(self, readers: Sequence[LogReader], *, poll_seconds: float = 0.5,
+                 redactor: Redactor | LearningRedactor | None = None) -> None:
         self.readers = tuple(readers)
         self.poll_seconds = poll_seconds
+        # Records read from files and the database were written by anything (another replica, an application
+        # whose log_files are read): they pass the redactor as they are read, on every surface that shows them.
+        # The memory ring's own records were redacted as they were logged.
+        self._redactor = redactor
         self._stop_following = asyncio.Event()
 
     async def query(self, log_filter: LogFilter, page_size: int = 0, page_token: str = "") -> LogPage:
@@ -161,10 +168,23 @@ class LogInspector:
             else:
                 found.append(result)
         merged = heapq.merge(*(r.records for r in found), key=LogRecord.sort_key, reverse=True)
+        records = list(itertools.islice(merged, query.limit))
+        if self._redactor is not None:
+            redactor = self._redactor.current if isinstance(self._redactor, LearningRedactor) else self._redactor
+            records = [record if record.source == "memory" else _redacted(record, redactor) for record in records]
         return _Answers(
-            records=list(itertools.islice(merged, query.limit)),
+            records=records,
             sources=tuple(r.source for r in readers), unavailable=unavailable,
             notes=tuple(note for r in found for note in r.notes))
+
+
+def _redacted(record: LogRecord, redactor: Redactor) -> LogRecord:
+    message = redactor.redact_text(record.message)
+    logger_name = redactor.redact_text(record.logger)
+    fields = redactor.redact_value(dict(record.fields))
+    if not (message.redacted or logger_name.redacted or fields.redacted):
+        return record
+    return dataclasses.replace(record, message=message.value, logger=logger_name.value, fields=fields.value)
 
 
 def _read(reader: LogReader, query: LogQuery) -> ReadResult | str:

@@ -33,7 +33,7 @@ class ServerLogs:
             table = LogTable(Store.from_config(config))
             self.database_handler = DatabaseLogHandler(table, redactor)
             readers.append(DatabaseLogReader(table, self.ring.oldest_time))
-        self.inspector = LogInspector(readers)
+        self.inspector = LogInspector(readers, redactor=redactor)
 
     def start(self) -> None:
         # Again: something may have taken the ring off the root logger since (logging.basicConfig(force=True) does).
