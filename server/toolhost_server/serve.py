@@ -18,10 +18,12 @@ import signal
 import sys
 
 from .api.server import GrpcServer, create_toolhost
+from .app import Toolhost
 from .auth import AuthFileError, UnsafeExposureError, check_exposure
 from .config import Config
 from .event_waits import wait_set
 from .logs.buffered_stream import BufferedStreamHandler
+from .logs.captured_output import OutputCapture
 from .logs.formatting import make_formatter
 from .logs.memory import MemoryRingHandler
 from .sanitize import LearningRedactor, RedactingLogFilter, Redactor
@@ -78,6 +80,17 @@ async def serve(config: Config) -> int:
         logger.error("cannot start: %s", exc)
         return 1
     configure_logging(config.log_level, toolhost.redactor, config.log_format)
+    # From here on, what code in the process prints, warns or raises in a thread is logged (so redacted), not
+    # written raw to stdout or stderr.
+    capture = OutputCapture.install()
+    try:
+        return await _serve_configured(config, toolhost)
+    finally:
+        capture.uninstall()
+
+
+async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
+    """serve() once logging is set up: load the catalog, listen, and drain when a signal asks to stop."""
     report = await toolhost.start()
     if not report.success:
         # Without a catalog there is nothing sensible to serve; failing fast shows the reason in the
