@@ -25,6 +25,12 @@ Item = TypeVar("Item")
 _FAILURE_LOG_INTERVAL_SECONDS = 60.0
 
 
+class BatchRejected(Exception):
+    """Raised by a writer that refused a batch for what one of its items holds (a value the database cannot
+    store), not because the destination is unavailable: the BatchWriter then writes the batch in halves, so
+    that only the offending items are lost, not every caller's records that shared the batch."""
+
+
 class BatchWriter(Generic[Item]):
     """Collects items and writes them with `write` (blocking; called in a worker thread) in batches of at most
     `batch_size`, at least every `flush_seconds`, or sooner once a batch is full::
@@ -34,7 +40,8 @@ class BatchWriter(Generic[Item]):
         writer.add(record)        # from any thread; never blocks
         await writer.close()      # writes what is still waiting
 
-    An exception of `write` is logged (once a minute at most) and its batch counted in `failed`. Items beyond
+    An exception of `write` is logged (once a minute at most) and its batch counted in `failed`; a BatchRejected
+    one is retried in halves down to the single items it refuses, which alone are counted. Items beyond
     `max_waiting` push the oldest waiting ones out; they are counted in `dropped`.
     """
 
@@ -118,15 +125,28 @@ class BatchWriter(Generic[Item]):
 
     async def _write_waiting(self) -> None:
         while batch := self._take_batch():
-            try:
-                await asyncio.to_thread(self._write, batch)
-            except Exception:
-                self.failed += len(batch)
-                now = time.monotonic()
-                if now - self._last_failure_logged >= _FAILURE_LOG_INTERVAL_SECONDS:
-                    self._last_failure_logged = now
-                    self._logger.exception("writing %s to the database failed (%d so far); they are in the log "
-                                           "only", self._what, self.failed)
+            await self._write_batch(batch)
+
+    async def _write_batch(self, batch: list[Item]) -> None:
+        try:
+            await asyncio.to_thread(self._write, batch)
+        except BatchRejected:
+            if len(batch) > 1:
+                middle = len(batch) // 2
+                await self._write_batch(batch[:middle])
+                await self._write_batch(batch[middle:])
+            else:
+                self._failed(batch)
+        except Exception:
+            self._failed(batch)
+
+    def _failed(self, batch: list[Item]) -> None:
+        self.failed += len(batch)
+        now = time.monotonic()
+        if now - self._last_failure_logged >= _FAILURE_LOG_INTERVAL_SECONDS:
+            self._last_failure_logged = now
+            self._logger.exception("writing %s to the database failed (%d so far); they are in the log only",
+                                   self._what, self.failed)
 
     async def close(self) -> None:
         """Stop the background task after writing what is waiting; later add()s are ignored."""

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy import insert, select
 
 from ..audit import AuditRecord
-from .database import Store
+from .database import Store, rejected_rows_reported
 from .schema import audit_records
 
 
@@ -22,7 +22,7 @@ class AuditTable:
         if not records:
             return
         rows = [{**record.as_dict(), "time": record.time} for record in records]
-        with self.store.begin() as connection:
+        with rejected_rows_reported(), self.store.begin() as connection:
             connection.execute(insert(audit_records), rows)
 
     def latest(self, limit: int = 100) -> list[AuditRecord]:

@@ -12,8 +12,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import URL, Connection, Engine, text
+from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
+from ..batching import BatchRejected
 from ..config import Config
 from .engine import (
     DATABASE_FILE_NAME,
@@ -24,7 +26,7 @@ from .engine import (
     sqlite_file,
     sqlite_file_url,
 )
-from .errors import StoreUnavailableError
+from .errors import StoreError, StoreUnavailableError
 from .schema import metadata
 
 # Any constant works; it only has to be the same in every replica (pg_advisory_xact_lock takes a bigint).
@@ -36,6 +38,21 @@ def database_url(config: Config) -> URL:
     if config.database_url:
         return parse_database_url(config.database_url)
     return sqlite_file_url(config.effective_data_dir() / DATABASE_FILE_NAME)
+
+
+@contextmanager
+def rejected_rows_reported() -> Iterator[None]:
+    """Turns the database's refusal of a value (a NUL in text, a string too long for its column, a broken
+    constraint) into BatchRejected, so that a batch writer retries without the offending row instead of losing
+    every row that shared its INSERT; a database that is down or unreachable stays the error it is."""
+    try:
+        yield
+    except StoreError as exc:
+        # Store.begin reports every database error as a StoreError (the URL without its password, raised
+        # `from None`); the driver's error it replaced says which kind it was.
+        if isinstance(exc.__context__, DataError | IntegrityError):
+            raise BatchRejected(str(exc)) from exc
+        raise
 
 
 class Store:

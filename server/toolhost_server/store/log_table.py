@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, and_, false, func, insert, not_, or_, sele
 from ..logs.database import DATABASE_SOURCE
 from ..logs.query import LogQuery
 from ..logs.record import LogRecord, SortKey, level_rank
-from .database import Store
+from .database import Store, rejected_rows_reported
 from .schema import logs
 
 
@@ -27,10 +27,11 @@ class LogTable:
             return
         rows = [{
             "time": record.time.astimezone(UTC), "level": record.level, "level_number": level_rank(record.level),
-            "logger": record.logger[:256], "message": record.message, "trace_id": record.trace_id[:32],
-            "span_id": record.span_id[:16], "instance": instance[:128], "fields": dict(record.fields),
+            "logger": _storable(record.logger[:256]), "message": _storable(record.message),
+            "trace_id": record.trace_id[:32], "span_id": record.span_id[:16], "instance": instance[:128],
+            "fields": dict(record.fields),
         } for record in records]
-        with self.store.begin() as connection:
+        with rejected_rows_reported(), self.store.begin() as connection:
             connection.execute(insert(logs), rows)
 
     def read(self, query: LogQuery, *, skip_instance: str = "", skip_from: datetime | None = None) -> list[LogRecord]:
@@ -44,6 +45,12 @@ class LogTable:
         with self.store.begin() as connection:
             rows = connection.execute(statement).mappings().all()
         return [_record(row) for row in rows]
+
+
+def _storable(text: str) -> str:
+    """PostgreSQL text holds no NUL character: a log message may (a tool logs what it read); it is written
+    as the escape \\x00 rather than losing the record."""
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
 
 
 def _conditions(query: LogQuery) -> list[ColumnElement[bool]]:
