@@ -28,6 +28,10 @@ from sqlalchemy import URL
 
 POSTGRES_BIN = Path(os.environ.get("TOOLHOST_TEST_POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
 SUPERUSER = "postgres"
+# The params of a fixture that gives each test both databases: PostgreSQL's runs are marked slow (they need the
+# session's cluster), so that `-m "not slow"` keeps SQLite's. The fixture asks for `postgres_url` by
+# request.getfixturevalue when its param is "postgresql".
+DATABASES = ("sqlite", pytest.param("postgresql", marks=pytest.mark.slow))
 
 
 @dataclass

@@ -13,7 +13,8 @@ from toolhost_server.audit import AuditRecord, AuditTrail
 from toolhost_server.store.audit_table import AuditTable
 from toolhost_server.store.database import Store
 
-from conftest import write_tool
+from helpers.catalogs import write_tool
+from postgres_cluster import DATABASES
 
 SECRET_ARGUMENT = "value-that-must-not-be-audited"
 
@@ -115,7 +116,7 @@ async def test_a_store_that_falls_behind_drops_the_oldest_and_counts_them():
     await trail.close()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=DATABASES)
 def database_url(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "sqlite":
         return ""  # the default: toolhost.db in the server's data_dir

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import secrets
-import sys
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,50 +22,11 @@ from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 from toolhost_server.auth import AuthFileError, hash_token, read_auth_file
 from toolhost_server.auth.reloading_auth_file import ReloadingAuthFile
 
-from conftest import RunningServer, ServerFactory, write_tool
-from server_process import TESTS_DIR, ServerProcess
-from tls_certificates import CertificateAuthority, KeyPair
-
-GREET = "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:greet'}\n" \
-        "parameters: [{name: name, type: string, required: true}]\n"
-CATALOG = {
-    "echo_one": "category: testing\n",
-    "net_probe": "category: probes\n",
-    "secret_tool": "category: testing\n",
-    "admin_tool": "category: testing\nrequires_admin: true\n",
-}
-AGENT_SEES = ["admin_tool", "echo_one", "net_probe"]
-EVERY_TOOL = sorted(CATALOG)  # of the catalog; a caller with every right also sees the built-in tools
-
-
-def write_catalog(directory: Path, names: list[str] = EVERY_TOOL) -> Path:
-    for name in names:
-        write_tool(directory, name, f"name: {name}\ndescription: Test tool {name}.\n{CATALOG[name]}{GREET}")
-    return directory
-
-
-@dataclass
-class Tokens:
-    agent: str
-    viewer: str
-    admin: str
-
-
-def auth_file_text(tokens: Tokens, agent_calls: str = '["echo_*", admin_tool]', certificates: str = "") -> str:
-    return f"""\
-roles:
-  agent:
-    call: {{tools: {agent_calls}, categories: [probes]}}
-  viewer:
-    list: {{categories: [testing, probes]}}
-  admin:
-    admin: true
-    call: {{tools: ["*"]}}
-tokens:
-  - {{name: agent-token, sha256: {hash_token(tokens.agent)}, roles: [agent]}}
-  - {{name: viewer-token, sha256: {hash_token(tokens.viewer)}, roles: [viewer]}}
-  - {{name: admin-token, sha256: {hash_token(tokens.admin)}, roles: [admin]}}
-{certificates}"""
+from helpers.auth import AGENT_SEES, EVERY_TOOL, GREET, Tokens, auth_file_text, write_catalog
+from helpers.catalogs import write_tool
+from helpers.certificates import CertificateAuthority, KeyPair
+from helpers.cli import toolhost as run_cli
+from helpers.servers import RunningServer, ServerFactory, ServerProcess
 
 
 @dataclass
@@ -88,7 +48,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture
 def tokens() -> Tokens:
-    return Tokens(*(secrets.token_urlsafe(32) for _ in range(3)))
+    return Tokens.generate()
 
 
 CERTIFICATE_ENTRIES = """\
@@ -435,6 +395,7 @@ async def test_a_renewed_tls_certificate_is_served_to_new_connections(start_serv
     (("--auth-file", "AUTH"), b"refusing to serve bearer tokens in plaintext on 0.0.0.0:0"),
     (("--tls-cert-file", "CERT", "--tls-key-file", "KEY"), b"without authentication: anyone reaching it"),
 ])
+@pytest.mark.server
 async def test_a_non_loopback_address_without_authentication_is_refused(tmp_path, pki, tokens, extra, message):
     (tmp_path / "auth.yaml").write_text(auth_file_text(tokens))
     files = {"AUTH": str(tmp_path / "auth.yaml"), "CERT": str(pki.server.certificate), "KEY": str(pki.server.key)}
@@ -446,6 +407,7 @@ async def test_a_non_loopback_address_without_authentication_is_refused(tmp_path
     assert b"--insecure" in process.log and b"Traceback" not in process.log
 
 
+@pytest.mark.server
 async def test_a_broken_auth_file_stops_the_start(tmp_path):
     auth_file = tmp_path / "auth.yaml"
     auth_file.write_text("roles:\n  agent: {call: {tools: [echo]}}\n"
@@ -457,6 +419,7 @@ async def test_a_broken_auth_file_stops_the_start(tmp_path):
     assert f"cannot start: {auth_file}:4: sha256 must be 64 hex digits".encode() in process.log
 
 
+@pytest.mark.server
 async def test_insecure_allows_a_non_loopback_address(tmp_path):
     process = ServerProcess("--insecure", "--catalog-dir", str(write_catalog(tmp_path / "catalog")),
                             address="0.0.0.0:0")
@@ -464,15 +427,6 @@ async def test_insecure_allows_a_non_loopback_address(tmp_path):
         assert await process.start() > 0
     finally:
         await process.stop()
-
-
-async def run_cli(*args: str, stdin: bytes = b"") -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolhost_server.cli", *args, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, cwd=TESTS_DIR)
-    out, err = await asyncio.wait_for(process.communicate(stdin), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_hash_token_reads_stdin_and_refuses_short_tokens(tokens):

@@ -72,6 +72,7 @@ def test_the_page_shows_every_figure_with_its_baseline_spread_target_and_command
     assert text.index("### The targets missed") < text.index("## CallTool against a bare grpc.aio server")
 
 
+@pytest.mark.slow
 def test_a_quick_run_of_a_group_writes_its_figures(tmp_path):
     page = ROOT / "docs" / "benchmarks.md"
     committed_page = page.read_bytes()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import secrets
+import time
 
 import grpc
 import pytest
@@ -14,8 +14,10 @@ from grpc_status import rpc_status
 
 from toolhost.v1 import tool_service_pb2
 
-from conftest import write_tool
-from test_auth import Tokens, auth_file_text, write_catalog
+from helpers.auth import Tokens, auth_file_text, write_catalog
+from helpers.calls import call
+from helpers.catalogs import write_tool
+from helpers.status import error_details
 
 DESCRIBE_TOOL = """
 name: describe
@@ -38,23 +40,6 @@ parameters:
 """
 
 
-def details(exc: grpc.aio.AioRpcError) -> tuple[error_details_pb2.ErrorInfo, list[tuple[str, str]]]:
-    """The ErrorInfo and BadRequest field violations a status carries."""
-    status = rpc_status.from_call(exc)
-    assert status is not None, "every toolhost error carries a google.rpc.Status"
-    info = error_details_pb2.ErrorInfo()
-    violations: list[tuple[str, str]] = []
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            detail.Unpack(info)
-        elif detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            violations = [(v.field, v.description) for v in bad.field_violations]
-    assert info.domain == "toolhost"
-    return info, violations
-
-
 @pytest.fixture
 async def server(start_server, tmp_path):
     write_tool(tmp_path, "describe", DESCRIBE_TOOL)
@@ -68,15 +53,8 @@ async def server(start_server, tmp_path):
     return await start_server(catalog_dirs=[tmp_path], max_call_seconds=0.5)
 
 
-async def call(server, name, arguments=None, **kwargs):
-    request = tool_service_pb2.CallToolRequest(name=name, **kwargs)
-    if arguments is not None:
-        request.arguments.update(arguments)
-    return await server.stub.CallTool(request)
-
-
 async def test_struct_numbers_arrive_as_ints_and_defaults_are_filled(server):
-    response = await call(server, "describe", {"count": 3, "ids": [1, 2]})
+    response = await call(server, "describe", {"count": 3, "ids": [1, 2]}, as_struct=True)
     assert response.success, response.error
     got = json.loads(response.output)
     assert got["count"] == {"value": 3, "type": "int"}
@@ -97,7 +75,7 @@ async def test_invalid_arguments_name_each_field(server):
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call(server, "describe", {"count": 2.5, "mode": "medium", "extra": True})
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    info, violations = details(caught.value)
+    info, violations = error_details(caught.value)
     assert info.reason == "INVALID_ARGUMENTS"
     fields = {field for field, _ in violations}
     assert fields == {"/count", "/mode", "/extra"}
@@ -107,7 +85,9 @@ async def test_invalid_arguments_name_each_field(server):
 async def test_missing_required_argument_points_at_it(server):
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call(server, "describe", {})
-    _, violations = details(caught.value)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    info, violations = error_details(caught.value)
+    assert info.reason == "INVALID_ARGUMENTS"
     assert violations == [("/count", "required argument is missing")]
 
 
@@ -116,7 +96,7 @@ async def test_malformed_arguments_json_is_invalid_request(server):
         with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call(server, "describe", arguments_json=text)
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert details(caught.value)[0].reason == "INVALID_REQUEST"
+        assert error_details(caught.value)[0].reason == "INVALID_REQUEST"
 
 
 async def test_unknown_tool_is_not_found_with_suggestions(server):
@@ -124,7 +104,7 @@ async def test_unknown_tool_is_not_found_with_suggestions(server):
         await call(server, "describ", {})
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND
     assert "'describe'" in caught.value.details()
-    assert details(caught.value)[0].reason == "TOOL_NOT_FOUND"
+    assert error_details(caught.value)[0].reason == "TOOL_NOT_FOUND"
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="eco"))
     assert caught.value.code() == grpc.StatusCode.NOT_FOUND and "'echo'" in caught.value.details()
@@ -142,7 +122,7 @@ async def test_an_unknown_name_is_told_in_sentences_with_the_close_names(server)
                 await request
             assert caught.value.code() == grpc.StatusCode.NOT_FOUND
             assert caught.value.details() == f"{sentence} ListTools lists every tool available to you."
-            info, _ = details(caught.value)
+            info, _ = error_details(caught.value)
             assert info.reason == "TOOL_NOT_FOUND"
             assert (info.metadata["tool"], info.metadata["suggestions"]) == (name, suggestions)
 
@@ -153,7 +133,7 @@ async def test_several_close_names_are_offered_closest_first(start_server, tmp_p
     server = await start_server(catalog_dirs=[tmp_path])
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await server.stub.GetTool(tool_service_pb2.GetToolRequest(name="probe_"))
-    suggested = details(caught.value)[0].metadata["suggestions"].split(",")
+    suggested = error_details(caught.value)[0].metadata["suggestions"].split(",")
     assert len(suggested) == 3 and set(suggested) < {"probe_a", "probe_b", "probe_c", "probe_d"}
     first, second, third = (repr(n) for n in suggested)
     assert caught.value.details() == (f"no tool named 'probe_'; did you mean {first}, {second} or {third}? "
@@ -161,7 +141,7 @@ async def test_several_close_names_are_offered_closest_first(start_server, tmp_p
 
 
 async def test_suggestions_come_only_from_the_tools_the_caller_sees(start_server, tmp_path):
-    tokens = Tokens(*(secrets.token_urlsafe(32) for _ in range(3)))
+    tokens = Tokens.generate()
     auth_file = tmp_path / "auth.yaml"
     auth_file.write_text(auth_file_text(tokens))
     server = await start_server(catalog_dirs=[write_catalog(tmp_path / "catalog")], auth_file=auth_file)
@@ -174,13 +154,13 @@ async def test_suggestions_come_only_from_the_tools_the_caller_sees(start_server
         return caught.value
 
     # To the admin, who sees secret_tool, "secret_tol" is close to it; the agent sees neither it nor a hint.
-    assert details(await not_found(tokens.admin, "secret_tol"))[0].metadata["suggestions"] == "secret_tool"
+    assert error_details(await not_found(tokens.admin, "secret_tol"))[0].metadata["suggestions"] == "secret_tool"
     hidden = await not_found(tokens.agent, "secret_tol")
     assert hidden.details() == "no tool named 'secret_tol'. ListTools lists every tool available to you."
-    assert details(hidden)[0].metadata["suggestions"] == ""
+    assert error_details(hidden)[0].metadata["suggestions"] == ""
     assert b"secret_tool" not in b"".join(v for _, v in hidden.trailing_metadata() if isinstance(v, bytes))
     # What the agent sees is still suggested.
-    assert details(await not_found(tokens.agent, "echo_on"))[0].metadata["suggestions"] == "echo_one"
+    assert error_details(await not_found(tokens.agent, "echo_on"))[0].metadata["suggestions"] == "echo_one"
 
 
 async def test_an_empty_name_is_invalid_argument_for_get_tool_as_for_call_tool(server):
@@ -192,7 +172,7 @@ async def test_an_empty_name_is_invalid_argument_for_get_tool_as_for_call_tool(s
             await method(request)
         assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert caught.value.details() == f"name is required: the name of the tool to {purpose} (ListTools shows them)"
-        info, violations = details(caught.value)
+        info, violations = error_details(caught.value)
         assert info.reason == "INVALID_REQUEST" and violations == []
 
 
@@ -226,10 +206,12 @@ async def test_server_wide_maximum_applies_without_other_limits(server):
 
 
 async def test_response_fields(server):
+    started = time.perf_counter()
     response = await call(server, "echo", {"text": "x"}, call_id="my-call-1")
+    client_ms = (time.perf_counter() - started) * 1000
     assert response.call_id == "my-call-1"
     assert response.tool == "echo" and response.generation == 1
-    assert response.timestamp.seconds > 0 and response.duration_ms >= 0
+    assert response.timestamp.seconds > 0 and 0 < response.duration_ms <= client_ms
     assert not response.HasField("exit_code") and not response.HasField("error")
     assert response.structured_output == struct_pb2.Value()
 
@@ -255,7 +237,7 @@ async def test_blocking_tools_have_their_own_bounded_threads(start_server, tmp_p
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     status = rpc_status.from_call(caught.value)
     retry = [d for d in status.details if d.Is(error_details_pb2.RetryInfo.DESCRIPTOR)]
-    assert len(retry) == 1 and details(caught.value)[0].reason == "OVER_CAPACITY"
+    assert len(retry) == 1 and error_details(caught.value)[0].reason == "OVER_CAPACITY"
     # ...while everything else goes on: async tools and reloads do not share those threads.
     assert (await call(server, "echo", {"text": "still here"})).output == "still here"
     assert (await server.stub.Reload(tool_service_pb2.ReloadRequest(), timeout=5)).success
@@ -265,6 +247,8 @@ async def test_blocking_tools_have_their_own_bounded_threads(start_server, tmp_p
             try:
                 response = await call(server, "blocking", {"seconds": 0})
                 break
-            except grpc.aio.AioRpcError:
+            except grpc.aio.AioRpcError as refused:
+                if refused.code() != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
                 await asyncio.sleep(0.1)
     assert response.success and response.output == "slept"

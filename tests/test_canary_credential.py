@@ -20,7 +20,9 @@ import pytest
 
 import toolhost
 
-from server_process import ServerProcess
+from helpers.servers import ServerProcess
+
+pytestmark = pytest.mark.server  # a `toolhost serve` child (the `server` fixture)
 
 CANARY = "canary-" + secrets.token_hex(12)
 # Every form a tool might print it in, and that must therefore never reach a client or the log.

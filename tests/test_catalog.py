@@ -9,7 +9,7 @@ import pytest
 
 from toolhost.v1 import tool_pb2, tool_service_pb2
 
-from conftest import write_tool
+from helpers.catalogs import write_tool
 
 RELOAD = tool_service_pb2.ReloadRequest()
 

@@ -23,8 +23,7 @@ from toolhost_server.catalog.yaml_files import MAX_FILE_BYTES
 from toolhost_server.registry import CatalogProblem, Registry
 from toolhost_server.runners import RunnerSettings
 
-from conftest import write_tool
-from test_reload import make_configmap
+from helpers.catalogs import make_configmap, write_tool
 
 RELOAD = tool_service_pb2.ReloadRequest()
 
@@ -332,14 +331,14 @@ def test_an_unchanged_directory_is_not_scanned_again_and_every_change_is_still_s
     for name in ("a", "b"):
         write_tool(tmp_path, name)
     scanned: list[str] = []
-    real_scandir = os.scandir
+    real_scan = directory_listing._scan
 
-    def counting_scandir(path):
-        scanned.append(str(path))
-        return real_scandir(path)
+    def counting_scan(directory, *args):
+        scanned.append(str(directory))
+        return real_scan(directory, *args)
 
     loader = ToolLoader([tmp_path], (), RunnerSettings())
-    monkeypatch.setattr(directory_listing.os, "scandir", counting_scandir)
+    monkeypatch.setattr(directory_listing, "_scan", counting_scan)
     assert catalog_names(loader) == ["a", "b"] and scanned == [str(tmp_path)]
     write_tool(tmp_path, "a", HEAD.replace("x", "a") + "implementation: echo\n")  # in place: the directory is the same
     os.utime(tmp_path / "a.yaml", ns=(1, 1))  # whatever the clock's granularity, the file's key changed
@@ -377,7 +376,7 @@ def test_a_directory_changed_twice_within_one_clock_tick_is_read_right(tmp_path,
             return st
         return CoarseTimes(st, first)
 
-    monkeypatch.setattr(directory_listing.os, "stat", coarse_stat)
+    monkeypatch.setattr(directory_listing, "_stat_directory", coarse_stat)
     loader = ToolLoader([tmp_path], (), RunnerSettings())
     assert catalog_names(loader) == ["a"]
     write_tool(tmp_path, "b")

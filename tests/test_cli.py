@@ -11,21 +11,19 @@ import fcntl
 import json
 import os
 import pty
-import secrets
 import shutil
 import socket
 import struct
-import subprocess
 import sys
 import termios
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import RunningServer, ServerFactory, write_tool
-from server_process import ServerProcess
-from test_auth import Tokens, auth_file_text, write_catalog
+from helpers.auth import Tokens, auth_file_text, write_catalog
+from helpers.catalogs import write_tool
+from helpers.cli import Run, cli_env, toolhost, toolhost_offline
+from helpers.servers import RunningServer, ServerFactory, ServerProcess
 
 TOOLS = {
     "nap": ("Sleeps for `delay` seconds.", "asyncio:sleep", "[{name: delay, type: number, required: true}]"),
@@ -54,34 +52,6 @@ parameters:
   - {name: options, type: object}
   - {name: label, type: string}
 """
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-
-def cli_env(**extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLHOST_")}
-    env.update(extra)
-    return env
-
-
-async def toolhost(*args: str, env: dict[str, str] | None = None) -> Run:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "toolhost_server.cli", *args, env=env or cli_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return Run(process.returncode, out.decode(), err.decode())
-
-
-def toolhost_offline(*args: str) -> Run:
-    done = subprocess.run([sys.executable, "-m", "toolhost_server.cli", *args], env=cli_env(),
-                          capture_output=True, text=True, timeout=60, check=False)
-    return Run(done.returncode, done.stdout, done.stderr)
 
 
 @pytest.fixture
@@ -255,7 +225,7 @@ async def test_an_empty_tool_name_is_a_usage_error(server):
 
 
 async def test_the_cli_never_suggests_a_hidden_tool(start_server, tmp_path):
-    tokens = Tokens(*(secrets.token_urlsafe(32) for _ in range(3)))
+    tokens = Tokens.generate()
     auth_file = tmp_path / "auth.yaml"
     auth_file.write_text(auth_file_text(tokens))
     server = await start_server(catalog_dirs=[write_catalog(tmp_path / "catalog")], auth_file=auth_file)
@@ -403,6 +373,7 @@ async def test_usage_errors_exit_2():
     assert (await toolhost("--timeout", "-1", "reload")).code == 2
 
 
+@pytest.mark.server
 async def test_client_commands_work_against_a_toolhost_serve_process(tmp_path):
     write_tool(tmp_path, "served_tool")
     process = ServerProcess("--catalog-dir", str(tmp_path), "--watch-catalog", "false")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import grpc
+import pytest
 
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 
 ECHO = tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}')
 
 
+@pytest.mark.slow
 async def test_connections_older_than_max_connection_age_are_closed_and_clients_reconnect(start_server):
     aged = await start_server(max_connection_age_seconds=0.5, shutdown_grace_seconds=1)
     lasting = await start_server()

@@ -22,7 +22,9 @@ from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 from toolhost_server.api.remote_client import HOPS_METADATA_KEY
 from toolhost_server.tools.base import ToolOutput
 
-from conftest import HANG_GUARD_SECONDS, RunningServer, until, within, write_tool
+from helpers.catalogs import versioned_tool, write_tool
+from helpers.servers import RunningServer
+from helpers.waiting import HANG_GUARD_SECONDS, until, within
 
 RELOAD = tool_service_pb2.ReloadRequest()
 
@@ -206,13 +208,6 @@ class LoadGate:
 
 
 LOAD_GATES: dict[str, LoadGate] = {}
-
-
-def versioned_tool(version: int, module: str = "toolhost_server.tools.samples") -> str:
-    # The default marks which catalog a generation serves: a call answers "Hello, v<version>."
-    return ("name: versioned\ndescription: Answers with the catalog version.\n"
-            f"runner: {{type: python, entrypoint: '{module}:greet'}}\n"
-            f"parameters: [{{name: name, type: string, default: v{version}}}]\n")
 
 
 def reloads_under_way() -> int:

@@ -15,7 +15,7 @@ from toolhost_server.auth.permissions import EVERY_TOOL, Permissions
 from toolhost_server.errors import PermissionDeniedError
 from toolhost_server.logs.query import LogFilter
 
-from conftest import write_tool
+from helpers.catalogs import write_tool
 
 # Sees and calls every tool, but is no admin: what the core must refuse the admin's requests to.
 USER = Caller("user", frozenset({"user"}), AuthMethod.TOKEN, Permissions(list=EVERY_TOOL, call=EVERY_TOOL))

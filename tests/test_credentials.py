@@ -27,7 +27,9 @@ from toolhost_server.errors import MissingCredentialsError
 from toolhost_server.sanitize import Redactor
 from toolhost_server.store.keys import STORE_KEY_ENV, generate_store_key_text
 
-from conftest import REPO_ROOT
+import helpers.cli
+from helpers.paths import REPO_ROOT
+from postgres_cluster import DATABASES
 
 PASSWORD = "correct-horse-battery-staple"
 USERNAME = "svc-automation"
@@ -160,7 +162,7 @@ def test_a_lookup_reads_one_version_of_a_secret_even_when_the_visible_links_lag(
 # --- the database --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=DATABASES)
 def database_config(request: pytest.FixtureRequest, tmp_path: Path) -> Config:
     url = "" if request.param == "sqlite" else \
         request.getfixturevalue("postgres_url").render_as_string(hide_password=False)
@@ -218,7 +220,7 @@ def test_without_a_store_key_the_database_is_neither_imported_nor_opened(tmp_pat
         "store = ('sqlalchemy', 'toolhost_server.store.cipher', 'toolhost_server.store.database')\n"
         "assert not any(m.startswith(store) for m in sys.modules), 'the store was imported'\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
-                            env={k: v for k, v in os.environ.items() if not k.startswith("TOOLHOST_")})
+                            env=helpers.cli.cli_env())
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("from-the-environment database: unavailable: no store key")
     assert not (tmp_path / "data").exists()
@@ -328,9 +330,7 @@ async def test_the_redactor_hides_every_resolved_value():
 
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("TOOLHOST_")}
-    env.update(TOOLHOST_DATA_DIR=str(tmp_path / "data"), **extra)
-    return env
+    return helpers.cli.cli_env(TOOLHOST_DATA_DIR=str(tmp_path / "data"), **extra)
 
 
 def toolhost(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -338,6 +338,7 @@ def toolhost(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.Com
                           capture_output=True, text=True, timeout=60, env=env, cwd=REPO_ROOT)
 
 
+@pytest.mark.slow
 def test_the_cli_sets_lists_and_deletes_credentials_never_showing_values(tmp_path: Path):
     key_file = tmp_path / "keys" / "store.key"
     key_file.parent.mkdir()

@@ -35,8 +35,8 @@ from toolhost_server.logs.database import DatabaseLogHandler
 from toolhost_server.store.errors import StoreKeyError
 from toolhost_server.store.keys import parse_store_key
 
-from server_process import ServerProcess
-from tls_certificates import CertificateAuthority
+from helpers.certificates import CertificateAuthority
+from helpers.servers import ServerProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -123,6 +123,8 @@ async def healthcheck(environment: Mapping[str, str], *arguments: str) -> int:
     return await process.wait()
 
 
+@pytest.mark.server
+@pytest.mark.slow
 async def test_the_healthcheck_passes_on_a_serving_server_and_fails_on_a_draining_or_stopped_one():
     server = ServerProcess(env={"TOOLHOST_SHUTDOWN_DELAY_SECONDS": "60"})
     port = await server.start()
@@ -145,6 +147,8 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> CertificateAuthori
     return CertificateAuthority(tmp_path_factory.mktemp("pki"))
 
 
+@pytest.mark.server
+@pytest.mark.slow
 async def test_the_healthcheck_speaks_tls_when_the_server_does(certificates):
     # Signed by a CA the probe does not trust, like a cluster's own CA: it passes because it does not verify.
     server_pair = certificates.issue_server("tls-server")
@@ -159,6 +163,8 @@ async def test_the_healthcheck_speaks_tls_when_the_server_does(certificates):
         await server.stop()
 
 
+@pytest.mark.server
+@pytest.mark.slow
 async def test_with_client_certificates_required_the_healthcheck_uses_the_unix_socket_or_a_given_certificate(
         certificates):
     server_pair = certificates.issue_server("mtls-server")

@@ -34,7 +34,7 @@ VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["versi
 GO_MODULE = "github.com/toolhost/toolhost/clients/go"
 _LISTENING = re.compile(r"serving gRPC on 127\.0\.0\.1:(\d+)")
 
-pytestmark = pytest.mark.timeout(1800)
+pytestmark = [pytest.mark.timeout(1800), pytest.mark.slow]
 
 
 def run(argv: list[str | Path], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -175,6 +175,7 @@ def wheel_metadata(wheel: Path) -> email.message.Message:
         return email.parser.Parser().parsestr(archive.read(name).decode())
 
 
+@pytest.mark.server
 def test_python_client_wheel_runs_its_readme_example(installed_server: InstalledServer, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
     script.write_text(readme_example(ROOT / "clients/python/README.md", "python"))
@@ -187,6 +188,7 @@ def test_python_client_wheel_runs_its_readme_example(installed_server: Installed
     assert "INVALID_ARGUMENTS" in output, output
 
 
+@pytest.mark.server
 def test_python_client_sdist_at_its_stated_dependency_floors(
         artifacts: Artifacts, installed_server: InstalledServer, tmp_path: Path) -> None:
     """The client's Requires-Dist floors are true: its sdist installed with each dependency at exactly its
@@ -211,6 +213,7 @@ def test_python_client_sdist_at_its_stated_dependency_floors(
     assert "True hello" in output, output
 
 
+@pytest.mark.server
 def test_npm_tarball_in_a_fresh_node_project(
         artifacts: Artifacts, installed_server: InstalledServer, tmp_path: Path) -> None:
     project = tmp_path / "node-project"
@@ -238,6 +241,7 @@ def test_npm_tarball_in_a_fresh_node_project(
         cwd=project, env=env)
 
 
+@pytest.mark.server
 def test_go_module_from_its_subdirectory_tag(installed_server: InstalledServer, tmp_path: Path) -> None:
     """`go get github.com/toolhost/toolhost/clients/go@vX.Y.Z` resolves the tag clients/go/vX.Y.Z of the
     repository. The repository here is a copy of this checkout's clients/go at that tag, reached through git's

@@ -6,9 +6,8 @@ import asyncio
 import json
 import ssl
 import subprocess
-import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +17,9 @@ from toolhost.v1 import tool_service_pb2
 from toolhost_server.tools.base import ToolRaisedFailure
 from toolhost_server.tools.egress import ALLOW_ENV, DEFAULT_DENY, DENY_ENV, EgressPolicy
 
-from conftest import until
+from helpers.calls import call
+from helpers.http_servers import serving_http
+from helpers.waiting import until
 
 METADATA = "169.254.169.254"
 
@@ -28,11 +29,6 @@ def default_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts from the default policy, whatever the environment running the tests sets."""
     monkeypatch.delenv(ALLOW_ENV, raising=False)
     monkeypatch.delenv(DENY_ENV, raising=False)
-
-
-async def call(server: Any, name: str, **arguments: Any) -> tool_service_pb2.CallToolResponse:
-    return await server.stub.CallTool(
-        tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments)))
 
 
 async def expect_denied(server: Any, name: str, **arguments: Any) -> str:
@@ -81,15 +77,9 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_port() -> Iterator[int]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
     Handler.paths = []
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield httpd.server_address[1]
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with serving_http(Handler) as httpd:
+        yield httpd.server_address[1]
 
 
 # --- the policy itself --------------------------------------------------------------------------------------
@@ -217,15 +207,8 @@ def tls_port(tmp_path: Path) -> Iterator[tuple[int, list[str | None]]]:
         names.append(name)
 
     context.sni_callback = record_name
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield httpd.server_address[1], names
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with serving_http(Handler, tls=context) as httpd:
+        yield httpd.server_address[1], names
 
 
 async def test_https_keeps_the_name_for_sni_and_certificate_checks(start_server, tls_port):
@@ -252,20 +235,17 @@ async def test_dns_nameserver_is_checked(start_server):
 async def test_ping_and_traceroute_are_held_to_the_policy(start_server, monkeypatch):
     server = await start_server()
     for tool in ("shell_ping", "traceroute"):
-        response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
-            name=tool, arguments_json=json.dumps({"host": "169.254.169.254"})))
+        response = await call(server, tool, host="169.254.169.254")
         assert response.error.code == "EGRESS_DENIED", (tool, response.error)
         assert not response.HasField("exit_code")  # the program never ran
     monkeypatch.setenv("TOOLHOST_EGRESS_DENY", "127.0.0.0/8,::1/128")
-    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
-        name="shell_ping", arguments_json=json.dumps({"host": "localhost", "count": 1})))
+    response = await call(server, "shell_ping", host="localhost", count=1)
     assert response.error.code == "EGRESS_DENIED" and "localhost" in response.error.message
 
 
 async def test_ping_gets_the_checked_address_not_the_name(start_server):
     server = await start_server()
-    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
-        name="shell_ping", arguments_json=json.dumps({"host": "localhost", "count": 1, "timeout_seconds": 1})))
+    response = await call(server, "shell_ping", host="localhost", count=1, timeout_seconds=1)
     assert response.success, response.error
     first_line = response.output.splitlines()[0]
     assert first_line.startswith(("PING 127.0.0.1 (127.0.0.1)", "PING ::1(::1)")), first_line

@@ -12,8 +12,8 @@ import pytest
 
 from toolhost.v1 import log_service_pb2, tool_service_pb2
 
-from conftest import tool_binary
-from server_process import ServerProcess
+from helpers.paths import tool_binary
+from helpers.servers import ServerProcess
 
 
 async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
@@ -21,8 +21,7 @@ async def run(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
         *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     async with asyncio.timeout(timeout):
         out, err = await process.communicate()
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return await process.wait(), out.decode(), err.decode()
 
 
 def json_messages(text: str) -> list[dict]:
@@ -137,6 +136,8 @@ def test_the_readme_documents_every_rpc_and_both_health_checks():
 
 
 @pytest.mark.parametrize("command", documented_commands())
+@pytest.mark.server
+@pytest.mark.slow
 async def test_each_documented_command_runs_as_written(command):
     # A real `toolhost serve` on its bundled catalog, as after `make run`; its log is what LogService reads.
     server = ServerProcess()

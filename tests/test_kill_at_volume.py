@@ -6,26 +6,17 @@ import asyncio
 import os
 import uuid
 
+import pytest
+
 from toolhost.v1 import tool_service_pb2
 
-from conftest import leftover_processes, write_tool
+from helpers.catalogs import write_tool
+from helpers.processes import leftover_processes, server_zombies
 
 CALLS = 1000
 AT_ONCE = 50
 
-
-def zombie_children() -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as handle:
-                    fields = handle.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] == b"Z" and int(fields[1]) == os.getpid():
-                found.append(int(entry))
-    return found
+pytestmark = pytest.mark.slow  # a thousand calls, by design
 
 
 def open_descriptors() -> int:
@@ -53,7 +44,7 @@ async def test_a_thousand_timed_out_calls_leave_nothing_behind(start_server, tmp
             codes[response.error.code] = codes.get(response.error.code, 0) + 1
     assert codes == {"TIMEOUT": CALLS}
     assert leftover_processes(marker) == []
-    assert zombie_children() == []
+    assert server_zombies() == []
     # Flat, give or take what the gRPC channel and loop keep in flux.
     assert open_descriptors() - descriptors_before <= 5
     assert server.toolhost.pipeline.in_flight == 0

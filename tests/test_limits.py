@@ -12,7 +12,7 @@ from grpc_status import rpc_status
 
 from toolhost.v1 import tool_service_pb2
 
-from conftest import write_tool
+from helpers.catalogs import write_tool
 
 
 def slow_tool(name: str, extra: str = "") -> str:
@@ -78,8 +78,9 @@ async def test_failed_and_timed_out_calls_give_their_slot_back(start_server, tmp
     for _ in range(3):
         response = await server.stub.CallTool(sleep_request("single", 5))
         assert response.error.code == "TIMEOUT"
-    with pytest.raises(grpc.aio.AioRpcError):
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # `seconds` is required
         await server.stub.CallTool(tool_service_pb2.CallToolRequest(name="single", arguments_json="{}"))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert (await server.stub.CallTool(sleep_request("single", 0))).success
 
 

@@ -8,7 +8,7 @@ from google.protobuf import json_format
 
 from toolhost.v1 import tool_pb2, tool_service_pb2
 
-from conftest import write_tool
+from helpers.catalogs import write_tool
 
 
 def catalog_tool(name: str, category: str, platform: str, tags: list[str]) -> str:

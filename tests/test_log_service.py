@@ -22,10 +22,12 @@ from toolhost_server.logs.record import LogRecord
 from toolhost_server.store.database import Store
 from toolhost_server.store.log_table import LogTable
 
-from conftest import HANG_GUARD_SECONDS, RunningServer, tool_binary, within
-from test_auth import Tokens, auth_file_text, write_catalog
-from test_cli import cli_env
-from test_cli import toolhost as run_cli
+from helpers.auth import Tokens, auth_file_text, write_catalog
+from helpers.cli import cli_env
+from helpers.cli import toolhost as run_cli
+from helpers.paths import tool_binary
+from helpers.servers import RunningServer
+from helpers.waiting import HANG_GUARD_SECONDS, within
 
 SECRET_ARGUMENT = "argument-value-never-logged"
 
@@ -247,7 +249,7 @@ async def test_toolhost_logs_follow_prints_new_records_as_they_come(start_server
 
 
 async def test_log_service_needs_credentials_and_the_admin_role(start_server, tmp_path):
-    tokens = Tokens(*(secrets.token_urlsafe(32) for _ in range(3)))
+    tokens = Tokens.generate()
     auth_file = tmp_path / "auth.yaml"
     auth_file.write_text(auth_file_text(tokens))
     server: RunningServer = await start_server(catalog_dirs=[write_catalog(tmp_path / "catalog")],

@@ -36,7 +36,8 @@ from toolhost_server.store.database import Store
 from toolhost_server.store.engine import sqlite_file_url
 from toolhost_server.store.log_table import LogTable
 
-from conftest import HANG_GUARD_SECONDS, within
+from helpers.waiting import HANG_GUARD_SECONDS, within
+from postgres_cluster import DATABASES
 
 BASE = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -484,7 +485,7 @@ async def test_following_a_file_goes_on_across_rotation_without_losing_or_repeat
 # --- the database reader ----------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=DATABASES)
 def log_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "sqlite":
         store = Store(sqlite_file_url(tmp_path / "data" / "toolhost.db"))

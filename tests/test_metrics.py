@@ -11,8 +11,8 @@ from toolhost_server.telemetry.metrics import ToolhostMetrics
 from toolhost_server.web.app import create_http_app
 from toolhost_server.web.server import HttpServer
 
-from conftest import write_tool
-from server_process import ServerProcess
+from helpers.catalogs import write_tool
+from helpers.servers import ServerProcess
 
 
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -60,6 +60,7 @@ async def test_a_busy_http_port_fails_the_start_with_the_setting_to_change():
         await first.stop()
 
 
+@pytest.mark.server
 async def test_a_served_toolhost_counts_its_calls_reloads_and_rpcs(tmp_path):
     catalog = tmp_path / "catalog"
     write_tool(catalog, "greet_someone")

@@ -9,7 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
 
 import dns.flags
@@ -26,14 +26,11 @@ from toolhost.v1 import tool_service_pb2
 from toolhost_server.catalog.builtins import discover_builtin_definitions
 from toolhost_server.model import ToolSpec
 
-from conftest import within
+from helpers.calls import call
+from helpers.http_servers import serving_http
+from helpers.waiting import within
 
 NETWORK_TOOLS = ("dns_lookup", "tcp_port_check", "http_check", "shell_ping", "traceroute")
-
-
-async def call(server: Any, name: str, **arguments: Any) -> tool_service_pb2.CallToolResponse:
-    return await server.stub.CallTool(
-        tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments)))
 
 
 async def call_ok(server: Any, name: str, **arguments: Any) -> dict[str, Any]:
@@ -262,17 +259,11 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def http_base() -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
     Handler.seen_headers = []
     Handler.release_slow = threading.Event()
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    Handler.release_slow.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with serving_http(Handler) as httpd:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+        Handler.release_slow.set()
 
 
 async def test_http_check_200(start_server, http_base):

@@ -6,9 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 import toolhost
 
-from server_process import ServerProcess
+from helpers.servers import ServerProcess
 
 FIFTY_MB = 50 * 1024 * 1024
 # Writes `size` bytes of lowercase letters in 1 MiB blocks, in lines, and one line to stderr.
@@ -28,6 +30,7 @@ def high_water_mark_kib(pid: int) -> int:
     raise AssertionError(f"no VmHWM for process {pid}")
 
 
+@pytest.mark.server
 async def test_a_50_mb_output_is_cut_with_the_right_counts_in_bounded_memory(tmp_path):
     catalog = tmp_path / "catalog"
     catalog.mkdir()

@@ -8,7 +8,7 @@ import textwrap
 from toolhost.v1 import tool_pb2, tool_service_pb2
 from toolhost_server.config import SETTINGS
 
-from conftest import REPO_ROOT
+from helpers.paths import REPO_ROOT
 
 
 async def test_an_installed_entry_point_pack_is_served(start_server, tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from toolhost_server.runners.process_launch import SAFE_PATH
 from toolhost_server.runners.process_tree import ProcessTree
 
-from conftest import until
+from helpers.waiting import until
 
 
 @contextmanager

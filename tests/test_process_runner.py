@@ -12,16 +12,13 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.errors import InvalidArgumentsError
@@ -41,7 +38,11 @@ from toolhost_server.runners.process_reaper import spawned_leaders
 from toolhost_server.runners.process_tree import ProcessTree
 from toolhost_server.schema import derive_input_schema
 
-from conftest import HANG_GUARD_SECONDS, leftover_processes, until, within, write_tool
+from helpers.calls import call
+from helpers.catalogs import add_tool
+from helpers.processes import leftover_processes, marker, process_stat, server_zombies, zombie_children
+from helpers.status import violations
+from helpers.waiting import HANG_GUARD_SECONDS, eventually, within
 
 PY = sys.executable
 PRINT_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
@@ -69,86 +70,11 @@ REPORTING_STUBBORN_TREE = (
 )
 
 
-def tool_yaml(name: str, runner: dict[str, Any], parameters: str = "", extra: str = "") -> str:
-    """A catalog file; the runner mapping is written as JSON (valid YAML) to keep the quoting exact."""
-    return (f"name: {name}\ndescription: Test tool {name}.\nrunner: {json.dumps(runner)}\n{extra}"
-            + (f"parameters:\n{parameters}" if parameters else ""))
-
-
-def add_tool(directory: Path, name: str, runner: dict[str, Any], parameters: str = "", extra: str = "") -> None:
-    write_tool(directory, name, tool_yaml(name, runner, parameters, extra))
-
-
-async def call(server: Any, name: str, arguments: dict[str, Any] | None = None,
-               timeout: float | None = None) -> tool_service_pb2.CallToolResponse:
-    request = tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments or {}))
-    return await server.stub.CallTool(request, timeout=timeout)
-
-
-def violations(exc: grpc.aio.AioRpcError) -> list[tuple[str, str]]:
-    status = rpc_status.from_call(exc)
-    assert status is not None
-    for detail in status.details:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            return [(v.field, v.description) for v in bad.field_violations]
-    return []
-
-
-async def eventually(predicate: Callable[[], bool], seconds: float = HANG_GUARD_SECONDS,
-                     what: str = "") -> None:
-    """Poll `predicate` until it holds (processes and directories announce nothing); `seconds` is a hang
-    guard, never a speed requirement."""
-    await until(predicate, what or getattr(predicate, "__name__", "the condition"), seconds)
-
-
 async def until_tree_or_answer(tag: str, count: int, pending: asyncio.Future[Any]) -> None:
     """Until `count` processes of the call marked `tag` run; a failure if the call was answered before."""
     await eventually(lambda: len(leftover_processes(tag)) >= count or pending.done(),
                      what=f"{count} processes of the call")
     assert not pending.done(), f"the call ended before its {count} processes ran: {pending.result()}"
-
-
-def zombie_children() -> list[int]:
-    """Children of this process (the in-process server) that exited and were never reaped."""
-    found = []
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as handle:
-            for pid in handle.read().split():
-                try:
-                    with open(f"/proc/{pid}/stat", "rb") as stat:
-                        state = stat.read().rsplit(b")", 1)[1].split()[0]
-                except OSError:
-                    continue
-                if state == b"Z":
-                    found.append(int(pid))
-    return found
-
-
-def server_zombies() -> list[int]:
-    """Zombies whose parent is this process (the in-process server), found through every /proc/<pid>/stat."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = process_stat(int(entry))
-            if stat is not None and stat[1] == os.getpid() and stat[0] == "Z":
-                found.append(int(entry))
-    return found
-
-
-def process_stat(pid: int) -> tuple[str, int] | None:
-    """The state and the parent of `pid`, or None when there is no such process (any more)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return fields[0].decode(), int(fields[1])
-
-
-def marker() -> str:
-    return f"toolhost-test-{uuid.uuid4().hex}"
 
 
 def spec(runner: dict[str, Any], parameters: tuple[Parameter, ...] = ()) -> ToolSpec:

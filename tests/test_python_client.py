@@ -22,7 +22,9 @@ import toolhost
 from toolhost.v1 import error_reason_pb2
 from toolhost_server.model import ToolSpec
 
-from conftest import HANG_GUARD_SECONDS, RunningServer, ServerFactory, until, within, write_tool
+from helpers.catalogs import write_tool
+from helpers.servers import RunningServer, ServerFactory
+from helpers.waiting import HANG_GUARD_SECONDS, until, within
 
 PLAIN_TOOLS = [f"tool_{i:03d}" for i in range(250)]
 NET_TOOLS = [f"net_{i:02d}" for i in range(40)]

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 import grpc
+import pytest
 from google.protobuf import json_format
 
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 
-from conftest import write_tool
-from server_process import ServerProcess
+from helpers.calls import call
+from helpers.catalogs import write_tool
+from helpers.servers import ServerProcess
 
 SECRETS = ("hunter2hunter2", "ghp_abcdefghijklmnop", "s3cretpass", "AKIAIOSFODNN7EXAMPLE", "sk-live-0123456789")
 
@@ -18,11 +20,6 @@ SECRETS = ("hunter2hunter2", "ghp_abcdefghijklmnop", "s3cretpass", "AKIAIOSFODNN
 def python_tool(name: str, function: str, parameters: str = "") -> str:
     return (f"name: {name}\ndescription: Leaks on purpose.\n"
             f"runner: {{type: python, entrypoint: 'catalog_functions:{function}'}}\n{parameters}")
-
-
-async def call(server, name: str, arguments: dict | None = None) -> tool_service_pb2.CallToolResponse:
-    return await server.stub.CallTool(
-        tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments or {})))
 
 
 def assert_no_secret(text: str) -> None:
@@ -85,6 +82,7 @@ async def test_configured_keys_are_redacted_too(start_server, tmp_path):
     assert json_format.MessageToDict(response.structured_output)["config"]["primary_key"] == "[REDACTED]"
 
 
+@pytest.mark.server
 async def test_the_servers_log_lines_are_redacted(tmp_path):
     write_tool(tmp_path, "leak_in_log", python_tool(
         "leak_in_log", "leak_in_log", "parameters: [{name: text, type: string, required: true}]\n"))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO_ROOT, tool_binary
+from helpers.paths import REPO_ROOT, tool_binary
 
 WORKFLOWS = REPO_ROOT / ".github" / "workflows"
 RELEASE = WORKFLOWS / "release.yml"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -12,16 +11,11 @@ import grpc
 
 from toolhost.v1 import tool_service_pb2
 
-from conftest import gated_tool, new_gate, until, within, write_tool
+from helpers.catalogs import make_configmap, versioned_tool, write_tool
+from helpers.gates import gated_tool, new_gate
+from helpers.waiting import until, within
 
 RELOAD = tool_service_pb2.ReloadRequest()
-
-
-def versioned_tool(version: int) -> str:
-    # The default marks which definition served a call: a response must match its generation's version.
-    return ("name: versioned\ndescription: Answers with the catalog version.\n"
-            "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:greet'}\n"
-            f"parameters: [{{name: name, type: string, default: v{version}}}]\n")
 
 
 async def test_watch_sends_the_current_generation_then_each_change(start_server, tmp_path):
@@ -97,22 +91,6 @@ async def test_a_call_keeps_the_snapshot_it_started_with(start_server, tmp_path)
     again = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
         name="held", arguments_json=json.dumps({"gate": again_name})))
     assert (again.output, again.generation) == ("v2", report.generation)
-
-
-def make_configmap(root: Path, version: int, files: dict[str, str]) -> None:
-    """Lay out files the way the kubelet does: ..<timestamp>/ holds them, ..data points at it, and each
-    visible name is a symlink through ..data. Updates swap ..data atomically with a rename."""
-    data_dir = root / f"..2026_11_22_00_00_0{version}.000000001"
-    data_dir.mkdir(parents=True)
-    for name, text in files.items():
-        (data_dir / name).write_text(text)
-    tmp_link = root / "..data_tmp"
-    tmp_link.symlink_to(data_dir.name)
-    os.replace(tmp_link, root / "..data")
-    for name in files:
-        visible = root / name
-        if not visible.is_symlink():
-            visible.symlink_to(f"..data/{name}")
 
 
 async def wait_for(condition, what: str = "the catalog change to be served") -> None:

@@ -6,22 +6,15 @@ import json
 import logging
 import secrets
 import socket
-from collections.abc import Awaitable
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.api.remote_client import GrpcRemoteCaller
 from toolhost_server.auth import hash_token
 from toolhost_server.runners.remote import RemoteCall
 
-from conftest import write_tool
-from tls_certificates import CertificateAuthority
-
-
-def remote_tool(name: str, target: str, remote_name: str, timeout: float | None = None) -> str:
-    limit = f"timeout_seconds: {timeout}\n" if timeout else ""
-    return (f"name: {name}\ndescription: Forwards to {remote_name} on {target}.\n{limit}"
-            f"runner: {{type: remote, target: '{target}', tool: {remote_name}}}\n"
-            "input_schema: {type: object}\n")
+from helpers.calls import call
+from helpers.catalogs import remote_tool, write_tool
+from helpers.certificates import CertificateAuthority
 
 
 def free_port() -> int:
@@ -121,15 +114,12 @@ async def test_a_remote_that_requires_tls_and_a_token_gets_them(start_server, tm
     report = await front.stub.Reload(tool_service_pb2.ReloadRequest())
     assert [("token_in_clear" in e.file, "plaintext" in e.reason) for e in report.errors] == [(True, True)]
 
-    def call(name: str) -> Awaitable[tool_service_pb2.CallToolResponse]:
-        return front.stub.CallTool(tool_service_pb2.CallToolRequest(name=name, arguments_json='{"text": "hi"}'))
-
-    response = await call("with_token")
+    response = await call(front, "with_token", text="hi")
     assert response.success and response.output == "hi"
-    response = await call("without_token")
+    response = await call(front, "without_token", text="hi")
     assert not response.success and response.error.code == "REMOTE_ERROR"
     assert "UNAUTHENTICATED" in response.error.message
-    response = await call("plaintext")
+    response = await call(front, "plaintext", text="hi")
     assert not response.success and response.error.code in ("REMOTE_UNAVAILABLE", "REMOTE_ERROR")
-    for response in (await call("with_token"), await call("without_token")):
+    for response in (await call(front, "with_token", text="hi"), await call(front, "without_token", text="hi")):
         assert token not in str(response)

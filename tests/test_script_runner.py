@@ -9,14 +9,17 @@ from pathlib import Path
 
 import grpc
 import pytest
-from test_process_runner import add_tool, call, eventually, marker, violations, zombie_children
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.model import ToolSource, ToolSpec
 from toolhost_server.runners import Invocation, RunnerSettings, build_runner
 from toolhost_server.runners.script import argument_variable, interpreter_of
 
-from conftest import leftover_processes
+from helpers.calls import call
+from helpers.catalogs import add_tool
+from helpers.processes import leftover_processes, marker, zombie_children
+from helpers.status import violations
+from helpers.waiting import eventually
 
 PARAMETERS = """\
   - {name: name, type: string, required: true}
@@ -111,7 +114,7 @@ async def test_a_script_timeout_kills_its_whole_tree(start_server, tmp_path):
     response = await pending
     assert not response.success and response.error.code == "TIMEOUT"
     assert leftover_processes(tag) == []
-    await eventually(lambda: zombie_children() == [], 1.0)
+    await eventually(lambda: zombie_children() == [])
 
 
 BAD_CONFIGS = {

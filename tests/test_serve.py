@@ -19,8 +19,9 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 from toolhost_server.config import ConfigError, load_config
 
-from conftest import leftover_processes, write_tool
-from server_process import ServerProcess
+from helpers.catalogs import write_tool
+from helpers.processes import leftover_processes
+from helpers.servers import ServerProcess
 
 
 def slow_tool(announce_dir: Path) -> str:
@@ -59,6 +60,8 @@ async def health_status(channel: grpc.aio.Channel, service: str = "") -> int:
     return (await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=2)).status
 
 
+@pytest.mark.server
+@pytest.mark.slow
 async def test_sigterm_lets_calls_in_flight_finish_and_exits_0(served, tmp_path):
     write_tool(tmp_path, "slow", slow_tool(tmp_path / "started"))
     server = await served("--catalog-dir", str(tmp_path), "--shutdown-delay-seconds", "3",
@@ -85,6 +88,7 @@ async def test_sigterm_lets_calls_in_flight_finish_and_exits_0(served, tmp_path)
     assert b"stopped" in server.log
 
 
+@pytest.mark.server
 async def test_calls_cut_off_by_the_grace_stop_their_processes_before_exit(served, tmp_path):
     marker = f"shutdown-leftover-{uuid.uuid4().hex}"
     write_tool(tmp_path, "stubborn", (
@@ -110,6 +114,7 @@ async def test_calls_cut_off_by_the_grace_stop_their_processes_before_exit(serve
     assert leftover_processes(marker) == []
 
 
+@pytest.mark.server
 async def test_a_second_signal_stops_at_once(served, tmp_path):
     write_tool(tmp_path, "slow", slow_tool(tmp_path / "started"))
     server = await served("--catalog-dir", str(tmp_path), "--shutdown-grace-seconds", "60")
@@ -126,11 +131,13 @@ async def test_a_second_signal_stops_at_once(served, tmp_path):
                     await asyncio.sleep(0.02)
         server.process.send_signal(signal.SIGTERM)
         assert await server.wait(timeout=15) == 0  # not after the 60 s grace
-        with pytest.raises(grpc.aio.AioRpcError):
+        with pytest.raises(grpc.aio.AioRpcError) as caught:
             await call
+        assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
     assert b"stopping now" in server.log
 
 
+@pytest.mark.server
 async def test_a_hung_blocking_tool_does_not_hold_up_the_exit(served, tmp_path):
     write_tool(tmp_path, "blocking", "name: blocking\ndescription: Blocks a thread.\ntimeout_seconds: 0.3\n"
                "runner: {type: python, entrypoint: 'catalog_functions:blocking_sleep'}\n"
@@ -146,6 +153,7 @@ async def test_a_hung_blocking_tool_does_not_hold_up_the_exit(served, tmp_path):
     assert await server.wait(timeout=20) == 0  # the thread still sleeps; a daemon thread does not block exit
 
 
+@pytest.mark.server
 async def test_a_missing_catalog_directory_stops_the_start(tmp_path):
     process = ServerProcess("--catalog-dir", str(tmp_path / "nope"))
     with pytest.raises(RuntimeError, match="server exited before listening"):
@@ -154,6 +162,7 @@ async def test_a_missing_catalog_directory_stops_the_start(tmp_path):
     assert b"catalog directory does not exist" in process.log
 
 
+@pytest.mark.server
 async def test_an_address_in_use_is_a_clear_error(served):
     first = await served()
     process = ServerProcess(address=first.target)
@@ -164,6 +173,8 @@ async def test_an_address_in_use_is_a_clear_error(served):
     assert b"Traceback" not in process.log
 
 
+@pytest.mark.server
+@pytest.mark.slow
 async def test_new_calls_are_refused_after_the_delay(served, tmp_path):
     write_tool(tmp_path, "slow", slow_tool(tmp_path / "started"))
     server = await served("--catalog-dir", str(tmp_path), "--shutdown-grace-seconds", "5")
@@ -181,12 +192,15 @@ async def test_new_calls_are_refused_after_the_delay(served, tmp_path):
                     await stub.CallTool(tool_service_pb2.CallToolRequest(name="echo", arguments_json='{"text": "x"}'),
                                         timeout=8)
                     await asyncio.sleep(0.02)
-        # UNAVAILABLE once the server refuses; CANCELLED for a probe caught in the moment the listener closes.
+        # UNAVAILABLE once the server refuses new calls. Which probe is refused is a race with the signal: the
+        # last one may reach the server in the moment its gRPC server stops, after the call arrived but before
+        # a handler took it, and gRPC cancels such a call (CANCELLED) instead of refusing it.
         assert caught.value.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
         assert (await in_flight).success
     assert await server.wait() == 0
 
 
+@pytest.mark.server
 async def test_watch_streams_end_on_shutdown(served):
     server = await served()
     async with grpc.aio.insecure_channel(server.target) as channel:
@@ -199,6 +213,7 @@ async def test_watch_streams_end_on_shutdown(served):
     assert await server.wait() == 0
 
 
+@pytest.mark.server
 async def test_serves_on_a_unix_socket_too(served, tmp_path):
     socket_path = tmp_path / "toolhost.sock"
     await served("--unix-socket", str(socket_path))
@@ -208,6 +223,7 @@ async def test_serves_on_a_unix_socket_too(served, tmp_path):
         assert response.output == "u"
 
 
+@pytest.mark.server
 async def test_environment_configures_the_server(served, tmp_path):
     write_tool(tmp_path / "a", "from_env")
     server = await served(env={"AI_TOOL_CATALOG_DIRS": str(tmp_path / "a"), "TOOLHOST_REQUIRED_TOOLS": "nope"})
@@ -227,6 +243,7 @@ async def test_environment_configures_the_server(served, tmp_path):
          "TOOLHOST_WATCH_CATALOG='maybe': watch_catalog must be true or false"),
     ],
 )
+@pytest.mark.server
 def test_bad_configuration_is_refused_with_a_clear_message(args, env, message):
     result = subprocess.run(
         [sys.executable, "-m", "toolhost_server.cli", "serve", *args], env={**os.environ, **env},
@@ -245,6 +262,7 @@ def test_config_file_is_read_and_flags_win(tmp_path):
         load_config({}, {}, str(config_file))
 
 
+@pytest.mark.server
 async def test_toolhost_catalog_dirs_win_over_the_seed_variable_with_a_warning(served, tmp_path):
     write_tool(tmp_path / "ours", "ours")
     write_tool(tmp_path / "seed", "seed")
@@ -259,6 +277,7 @@ async def test_toolhost_catalog_dirs_win_over_the_seed_variable_with_a_warning(s
                r["message"].startswith("both TOOLHOST_CATALOG_DIRS and AI_TOOL_CATALOG_DIRS are set") for r in records)
 
 
+@pytest.mark.server
 async def test_the_server_process_is_not_dumpable(served, tmp_path):
     # Non-dumpable: its /proc/<pid>/environ and memory belong to root, out of reach of tools that run as the
     # server's (non-root) user. As root here, the test can only ask the kernel for the flag.

@@ -6,6 +6,8 @@ import json
 
 from toolhost.v1 import tool_pb2, tool_service_pb2
 
+from helpers.calls import call
+
 
 async def test_bundled_catalog_lists_and_calls_echo(start_server):
     server = await start_server()
@@ -29,14 +31,10 @@ async def test_bundled_catalog_has_a_working_tool_per_runner_type(start_server):
     runner_types = {server.toolhost.registry.snapshot.get(name).spec.runner["type"] for name in report.tools}
     assert {"python", "process", "script", "remote"} <= runner_types
 
-    async def call(name: str, arguments: dict) -> tool_service_pb2.CallToolResponse:
-        return await server.stub.CallTool(
-            tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments)))
-
-    assert (await call("greet", {"name": "Ada", "excited": True})).output == "Hello, Ada!"
-    counted = await call("word_count", {"text": "one two\nthree $(reboot) `x`"})
+    assert (await call(server, "greet", name="Ada", excited=True)).output == "Hello, Ada!"
+    counted = await call(server, "word_count", text="one two\nthree $(reboot) `x`")
     assert counted.success and counted.output.strip() == "lines=1 words=5 chars=27"
-    df = await call("disk_free", {"path": "/"})
+    df = await call(server, "disk_free", path="/")
     assert df.success and df.exit_code == 0 and "Filesystem" in df.output
     # remote_echo forwards to this same server, wherever it listens (tests/test_remote.py shows it arrives).
-    assert (await call("remote_echo", {"text": "round trip"})).output == "round trip"
+    assert (await call(server, "remote_echo", text="round trip")).output == "round trip"

@@ -30,7 +30,7 @@ from toolhost_server.store.keys import (
 )
 from toolhost_server.store.schema import credentials
 
-from postgres_cluster import PostgresCluster
+from postgres_cluster import DATABASES, PostgresCluster
 
 PASSWORD = "correct-horse-battery-staple"
 USERNAME = "svc-automation"
@@ -40,7 +40,7 @@ def new_cipher() -> ValueCipher:
     return ValueCipher(parse_store_key(generate_store_key_text(), "test key"))
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=DATABASES)
 def store(request: pytest.FixtureRequest, tmp_path: Path):
     url: URL = sqlite_file_url(tmp_path / "data" / "toolhost.db") if request.param == "sqlite" \
         else request.getfixturevalue("postgres_url")

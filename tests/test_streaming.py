@@ -6,12 +6,13 @@ import asyncio
 import sys
 
 import pytest
-from test_process_runner import add_tool, eventually, marker
 
 import toolhost
 from toolhost_server.call_events import EventBuffer, OutputChunk, Progress
 
-from conftest import leftover_processes, write_tool
+from helpers.catalogs import add_tool, write_tool
+from helpers.processes import leftover_processes, marker
+from helpers.waiting import eventually
 
 PY = sys.executable
 # A JWT-shaped token: recognisable only whole, so it tests secrets split across chunks.

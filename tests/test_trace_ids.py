@@ -19,8 +19,9 @@ import toolhost
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.telemetry import UntracedCall, current_trace_ids
 
-from conftest import RunningServer, write_tool
-from test_remote import remote_tool
+from helpers.calls import call
+from helpers.catalogs import remote_tool, write_tool
+from helpers.servers import RunningServer
 
 # The process's log ring outlives each test: every test queries by trace ids of its own.
 CALLER_TRACE_ID = secrets.token_hex(16)
@@ -38,10 +39,6 @@ def tracing_off_and_info_logging(monkeypatch: pytest.MonkeyPatch, caplog: pytest
 
 def traceparent(trace_id: str = CALLER_TRACE_ID, span_id: str = CALLER_SPAN_ID, flags: str = "01") -> str:
     return f"00-{trace_id}-{span_id}-{flags}"
-
-
-def call_request(name: str, **arguments: object) -> tool_service_pb2.CallToolRequest:
-    return tool_service_pb2.CallToolRequest(name=name, arguments_json=json.dumps(arguments))
 
 
 def trace_ids_seen_by_the_tool() -> dict[str, object]:
@@ -63,8 +60,8 @@ async def test_without_a_traceparent_each_call_gets_a_new_random_trace_id_in_res
     server = await start_server(catalog_dirs=[tmp_path])
     assert not server.toolhost.tracing.enabled
 
-    first = await server.stub.CallTool(call_request("inside"))
-    second = await server.stub.CallTool(call_request("echo", text="x"))
+    first = await call(server, "inside")
+    second = await call(server, "echo", text="x")
     assert first.success and second.success
     for response in (first, second):
         assert TRACE_ID.fullmatch(response.trace_id) and response.trace_id != "0" * 32, response.trace_id
@@ -87,7 +84,7 @@ async def test_the_callers_traceparent_names_the_trace_in_unary_and_streamed_cal
     server = await start_server()
     trace_id = secrets.token_hex(16)
     metadata = (("traceparent", traceparent(trace_id)),)
-    response = await server.stub.CallTool(call_request("echo", text="x"), metadata=metadata)
+    response = await call(server, "echo", text="x", metadata=metadata)
     assert response.success and response.trace_id == trace_id
     streamed = [event async for event in server.stub.StreamCallTool(
         tool_service_pb2.StreamCallToolRequest(name="echo", arguments_json='{"text": "y"}'), metadata=metadata)]
@@ -99,8 +96,7 @@ async def test_the_callers_traceparent_names_the_trace_in_unary_and_streamed_cal
     # A refused call has its trace id in the audit record too.
     refused_trace_id = secrets.token_hex(16)
     with pytest.raises(grpc.aio.AioRpcError) as refused:
-        await server.stub.CallTool(call_request("no_such_tool"), metadata=(("traceparent", traceparent(
-            trace_id=refused_trace_id)),))
+        await call(server, "no_such_tool", metadata=(("traceparent", traceparent(trace_id=refused_trace_id)),))
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
     audit = [entry.fields["audit"] for entry in await audit_and_lines(server, refused_trace_id)
              if "audit" in entry.fields]
@@ -118,7 +114,7 @@ async def test_the_callers_traceparent_names_the_trace_in_unary_and_streamed_cal
 ])
 async def test_a_malformed_traceparent_starts_a_new_trace(start_server, header):
     server = await start_server()
-    response = await server.stub.CallTool(call_request("echo", text="x"), metadata=(("traceparent", header),))
+    response = await call(server, "echo", text="x", metadata=(("traceparent", header),))
     assert response.success and TRACE_ID.fullmatch(response.trace_id)
     assert response.trace_id != CALLER_TRACE_ID and response.trace_id != "0" * 32
 
@@ -133,7 +129,7 @@ async def test_a_forwarded_call_carries_the_same_trace_id_on_both_toolhosts(star
 
     caller_trace_id = secrets.token_hex(16)
     for metadata in ((), (("traceparent", traceparent(caller_trace_id)),)):
-        response = await front.stub.CallTool(call_request("remote_inside"), metadata=metadata)
+        response = await call(front, "remote_inside", metadata=metadata)
         assert response.success, response.error
         if metadata:
             assert response.trace_id == caller_trace_id

@@ -28,8 +28,8 @@ from toolhost.v1 import tool_service_pb2
 from toolhost_server.sanitize import LearningRedactor, Redactor
 from toolhost_server.telemetry import RedactingSpanExporter, Tracing, TracingConfigError
 
-from conftest import write_tool
-from server_process import ServerProcess
+from helpers.catalogs import write_tool
+from helpers.servers import ServerProcess
 
 CLIENT_TRACE_ID = secrets.token_hex(16)
 CLIENT_SPAN_ID = secrets.token_hex(8)
@@ -286,6 +286,7 @@ async def test_tracing_is_off_without_otel_settings_and_the_call_keeps_the_calle
     assert response.success and response.trace_id == CLIENT_TRACE_ID  # tests/test_trace_ids.py has the rest
 
 
+@pytest.mark.server
 async def test_an_otlp_protocol_it_cannot_speak_stops_the_start_naming_the_variable(tmp_path):
     server = ServerProcess("--watch-catalog", "false", env={
         "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"})

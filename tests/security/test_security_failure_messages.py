@@ -7,7 +7,7 @@ import json
 
 from toolhost.v1 import tool_service_pb2
 
-from conftest import write_tool
+from helpers.catalogs import write_tool
 
 # An AWS access key id: recognised by its shape (AKIA and 16 more), not once it is cut short.
 KEY_ID = "AKIAIOSFODNN7EXAMPLE"

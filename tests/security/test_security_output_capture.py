@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 import grpc
+import pytest
 
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 
@@ -68,6 +69,7 @@ def unraisable() -> str:
 TOOLS = ("print_it", "write_stderr", "warn_it", "raise_in_thread", "unraisable")
 
 
+@pytest.mark.server
 async def test_what_python_tools_print_warn_or_raise_in_threads_is_logged_redacted(tmp_path):
     catalog = tmp_path / "catalog"
     catalog.mkdir()

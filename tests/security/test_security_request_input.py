@@ -21,7 +21,8 @@ from prometheus_client import generate_latest
 import toolhost
 from toolhost.v1 import log_service_pb2, log_service_pb2_grpc, tool_service_pb2
 
-from conftest import RunningServer, write_tool
+from helpers.catalogs import write_tool
+from helpers.servers import RunningServer
 
 OPEN_TOOL = ("name: open_args\ndescription: Takes any arguments.\n"
              "runner: {type: python, entrypoint: 'test_security_request_input:accept'}\ninput_schema: {type: object}\n")

@@ -1,5 +1,5 @@
 /**
- * Throwaway certificates for the TLS tests, made with the `openssl` program like tests/tls_certificates.py: a CA,
+ * Throwaway certificates for the TLS tests, made with the `openssl` program like tests/helpers/certificates.py: a CA,
  * a server certificate for 127.0.0.1 and localhost, and client certificates.
  */
 

@@ -1,6 +1,6 @@
 /**
  * Runs the real toolhost server (`toolhost serve` from the repository's virtualenv) as a child process on a free
- * port, with a catalog directory of the test's own, like tests/server_process.py does for the Python tests.
+ * port, with a catalog directory of the test's own, like tests/helpers/servers.py does for the Python tests.
  */
 
 import { spawn, type ChildProcess } from "node:child_process";

@@ -31,6 +31,7 @@ from ..registry import CatalogProblem
 CATALOG_SUFFIXES = (".yaml", ".yml")
 RACY_SECONDS = 5
 _clock_ns = time.time_ns  # the wall clock file times are set from (tests move it on)
+_stat_directory = os.stat  # how a directory's identity is read (the tests' seam: a coarse file-system clock)
 
 
 class CatalogDirectoryError(Exception):
@@ -101,7 +102,7 @@ class CatalogLister:
     def _listing(self, directory: str, listing_began_ns: int, remembered: dict[str, _Listing]) -> _Listing:
         try:
             # The identity before the scan: a change during the scan moves the mtime past what is recorded.
-            st = os.stat(directory)
+            st = _stat_directory(directory)
             real_path = os.path.realpath(directory)
         except OSError as exc:
             raise _cannot_list(directory, exc) from exc

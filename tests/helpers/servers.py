@@ -1,4 +1,5 @@
-"""Runs `toolhost serve` as a real child process for tests that need signals, flags or the environment."""
+"""Toolhost servers for tests: one built in-process (the `start_server` fixture returns a `RunningServer`) and
+`toolhost serve` as a real child process (`ServerProcess`), for tests that need signals, flags or the environment."""
 
 from __future__ import annotations
 
@@ -8,10 +9,36 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
-from pathlib import Path
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
-TESTS_DIR = Path(__file__).resolve().parent
+import grpc
+
+from toolhost.v1 import tool_service_pb2_grpc
+from toolhost_server.api.server import GrpcServer
+from toolhost_server.app import Toolhost
+
+from helpers.paths import TESTS_DIR
+
+
+@dataclass
+class RunningServer:
+    """A started in-process server and a channel to it."""
+
+    toolhost: Toolhost
+    grpc_server: GrpcServer
+    port: int
+    channel: grpc.aio.Channel
+    stub: tool_service_pb2_grpc.ToolServiceStub
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+# The start_server fixture: `await start_server(catalog_dirs=(...), ...)` with Config fields.
+ServerFactory = Callable[..., Awaitable[RunningServer]]
+
 _LISTENING = re.compile(rb"serving gRPC on (?:127\.0\.0\.1|0\.0\.0\.0):(\d+)")  # 0.0.0.0: with --insecure
 
 
@@ -23,7 +50,8 @@ class ServerProcess:
         self.address = address
         # A data directory of its own (the SQLite store), unless the test gives one.
         self.data_dir = tempfile.mkdtemp(prefix="toolhost-test-data-")
-        # A free HTTP port too: the default 8010 would be shared by every server a test starts.
+        # A free HTTP port too: the default 8010 would be shared by every server a test starts. The tests
+        # directory on PYTHONPATH: catalog entrypoints such as catalog_functions:<name> import from it.
         self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), "TOOLHOST_DATA_DIR": self.data_dir,
                     "TOOLHOST_HTTP_ADDRESS": "127.0.0.1:0", **(env or {})}
         self.process: asyncio.subprocess.Process | None = None
