@@ -14,8 +14,6 @@ from typing import Any
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 
 import toolhost
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
@@ -24,21 +22,10 @@ from toolhost_server.tools.base import ToolOutput
 
 from helpers.catalogs import versioned_tool, write_tool
 from helpers.servers import RunningServer
+from helpers.status import error_details
 from helpers.waiting import HANG_GUARD_SECONDS, until, within
 
 RELOAD = tool_service_pb2.ReloadRequest()
-
-
-def error_info(error: grpc.aio.AioRpcError) -> error_details_pb2.ErrorInfo:
-    """The ErrorInfo among the status details of `error`."""
-    status = rpc_status.from_call(error)
-    assert status is not None, "the status carries no details"
-    for detail in status.details:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    raise AssertionError(f"no ErrorInfo in {status}")
 
 
 # --- an unexpected exception in the server ---------------------------------------------------------------------
@@ -93,7 +80,7 @@ async def test_an_unexpected_exception_is_internal_with_an_incident_id_and_none_
                          error.details() or "")
     assert found, error.details()
     incident = found.group(1)
-    info = error_info(error)
+    info = error_details(error)[0]
     assert (info.reason, info.domain, dict(info.metadata)) == (
         "INTERNAL", "toolhost", {"method": method, "incident": incident})
     # Nothing of the exception reaches the caller: not its text, not its type, in no detail or trailer.
@@ -315,7 +302,7 @@ async def test_a_hop_counter_that_is_no_whole_number_is_invalid_argument(start_s
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call_with_hops(server, method, metadata)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, caught.value.details()
-    assert error_info(caught.value).reason == "INVALID_REQUEST"
+    assert error_details(caught.value)[0].reason == "INVALID_REQUEST"
     assert f"the {HOPS_METADATA_KEY} metadata must be a whole number" in (caught.value.details() or "")
 
 
@@ -333,5 +320,5 @@ async def test_a_hop_counter_over_the_limit_is_failed_precondition(start_server,
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await call_with_hops(server, method, metadata)
     assert caught.value.code() == grpc.StatusCode.FAILED_PRECONDITION, caught.value.details()
-    assert error_info(caught.value).reason == "HOP_LIMIT_EXCEEDED"
+    assert error_details(caught.value)[0].reason == "HOP_LIMIT_EXCEEDED"
     assert f"(limit {MAX_HOPS})" in (caught.value.details() or "")
