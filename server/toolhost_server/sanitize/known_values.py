@@ -1,9 +1,10 @@
 """Known secret values (the credentials the server resolved) found wherever they appear, also encoded.
 
 Each value is searched as is, base64-encoded (standard and URL-safe alphabets, at each of the three
-byte alignments a value can have inside a longer encoded text), percent-encoded (`quote`, `quote_plus`,
-upper- and lowercase hex) and JSON-escaped. Values shorter than MIN_KNOWN_VALUE_LENGTH are refused:
-`admin` or `1234` would also hide ordinary words and numbers wherever they occur.
+byte alignments a value can have inside a longer encoded text, and wrapped in lines as base64(1), PEM and
+MIME write it), percent-encoded (`quote`, `quote_plus`, upper- and lowercase hex) and JSON-escaped. Values
+shorter than MIN_KNOWN_VALUE_LENGTH are refused: `admin` or `1234` would also hide ordinary words and numbers
+wherever they occur.
 """
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ def base64_fragments(data: bytes) -> set[str]:
     return fragments
 
 
+def wrap_triggers(fragment: str) -> set[str]:
+    """Substrings of `fragment` that each of its wrapped forms keeps whole. Lines are at least 64 characters
+    (PEM; MIME and base64(1) use 76), so a fragment is broken at most once per 64 characters: its first or its
+    last half survives one break, and of its 8-character pieces one survives any number."""
+    half = -(-len(fragment) // 2)
+    found = {fragment[:half], fragment[-half:]}
+    found.update(fragment[start:start + 8] for start in range(0, len(fragment) - 7, 8))
+    return found
+
+
+def wrapped_pattern(fragment: str) -> re.Pattern[str]:
+    """`fragment` with a line break (LF or CRLF) allowed between any two of its characters."""
+    return re.compile(r"(?:\r?\n)?".join(map(re.escape, fragment)))
+
+
 def variants(value: str) -> set[str]:
     """Every form of `value` that is searched for."""
     found = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
@@ -64,6 +80,9 @@ class KnownValueSanitizer(Sanitizer):
     def __init__(self, settings: SanitizerSettings) -> None:
         self._values: tuple[str, ...] = ()
         self._variants: tuple[str, ...] = ()
+        self._fragments: tuple[str, ...] = ()
+        self._wrapped: tuple[re.Pattern[str], ...] = ()
+        self._wrap_triggers: tuple[str, ...] = ()
         self._add(settings.known_values)
 
     @property
@@ -74,6 +93,8 @@ class KnownValueSanitizer(Sanitizer):
     def with_values(self, values: Sequence[str]) -> Sanitizer:
         derived = KnownValueSanitizer.__new__(KnownValueSanitizer)
         derived._values, derived._variants = self._values, self._variants
+        derived._fragments, derived._wrapped = self._fragments, self._wrapped
+        derived._wrap_triggers = self._wrap_triggers
         derived._add(values)
         return derived
 
@@ -82,12 +103,17 @@ class KnownValueSanitizer(Sanitizer):
         for value in new:
             check_known_value(value)
         found = set(self._variants)
+        fragments = [fragment for value in new for fragment in base64_fragments(value.encode("utf-8"))]
         for value in new:
             found |= variants(value)
         self._values += tuple(new)
         # Longest first: a variant containing another is then found before it (the spans merge anyway).
         self._variants = tuple(sorted(found, key=len, reverse=True))
-        self.exact_triggers = self._variants
+        self._fragments += tuple(fragments)
+        self._wrapped += tuple(map(wrapped_pattern, fragments))
+        triggers = {trigger for fragment in self._fragments for trigger in wrap_triggers(fragment)}
+        self._wrap_triggers = tuple(sorted(triggers))
+        self.exact_triggers = (*self._variants, *sorted(triggers - found))
 
     def find(self, text: str, folded: str) -> Iterable[Span]:
         spans = []
@@ -96,4 +122,9 @@ class KnownValueSanitizer(Sanitizer):
             while start >= 0:
                 spans.append((start, start + len(variant)))
                 start = text.find(variant, start + 1)
+        # Base64 wrapped in lines may hold a value's fragment split by a line break; the patterns scan the
+        # text only when it holds a piece that every wrapped form keeps (a few fast substring searches).
+        if "\n" in text and any(trigger in text for trigger in self._wrap_triggers):
+            for pattern in self._wrapped:
+                spans.extend(found.span() for found in pattern.finditer(text))
         return spans
