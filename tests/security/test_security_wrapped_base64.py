@@ -9,16 +9,17 @@ import json
 
 import pytest
 
+from toolhost_server.sanitize.known_values import base64_fragments
+
 from helpers.calls import call
 from helpers.catalogs import write_tool
-from toolhost_server.sanitize.known_values import base64_fragments
 
 SECRET = "correct-horse-battery-staple-42"
 # Each line: 0 to 79 bytes before the credential, base64(1) wraps at 76, so the break lands at every position
 # of each of its three alignments.
-SCRIPT = f"""#!/bin/sh
+SCRIPT = """#!/bin/sh
 for pad in $(seq 0 79); do
-  printf '%*s%s tail' "$pad" '' "$TOOL_CRED_LEAKY_TOKEN" | base64 -w {{width}}
+  printf '%*s%s tail' "$pad" '' "$TOOL_CRED_LEAKY_TOKEN" | base64 -w {width}
 done
 """
 
