@@ -69,7 +69,6 @@ class ToolPage:
     tools: Sequence[RegisteredTool]
     next_page_token: str
     total_size: int
-    generation: int
 
 
 def list_tools(
@@ -90,7 +89,6 @@ def list_tools(
         tools=[tools[n] for n in page_names],
         next_page_token=_encode_token(page_names[-1], digest) if more and page_names else "",
         total_size=len(names),
-        generation=snapshot.generation,
     )
 
 

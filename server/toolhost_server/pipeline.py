@@ -20,7 +20,7 @@ from typing import Any
 from opentelemetry import trace
 
 from .audit import AuditRecord, AuditTrail
-from .auth import ANONYMOUS, Caller, authorize_call, find_visible
+from .auth import ANONYMOUS, Caller, authorize_call, find_visible, generation_seen
 from .call_events import CallEvent, EventBuffer, RedactingEvents
 from .credentials import NO_CREDENTIALS, CredentialResolver, ResolvedCredentials
 from .errors import (
@@ -263,7 +263,7 @@ class CallPipeline:
                     UntracedCall.end(untraced_token)
 
     def _look_up(self, request: CallRequest, span: trace.Span) -> tuple[RegisteredTool, int]:
-        """The tool to run and the generation that serves it, or the refusal."""
+        """The tool to run and the generation that serves it (as the caller sees it), or the refusal."""
         if not self._accepting:
             raise ShuttingDownError("the server is shutting down; retry on another replica")
         if not request.name:
@@ -278,7 +278,7 @@ class CallPipeline:
         tool = find_visible(snapshot, request.caller, request.name)
         record_tool(span, tool.spec, tool.runner.kind)
         authorize_call(request.caller, tool.spec)
-        return tool, snapshot.generation
+        return tool, generation_seen(self._registry, request.caller)
 
     async def _run(
         self, tool: RegisteredTool, generation: int, request: CallRequest, arguments: Mapping[str, Any],

@@ -1,7 +1,10 @@
 """The registry: an immutable snapshot of the served tools, swapped whole on reload, and its watchers.
 
 A call takes the current snapshot once and keeps it to the end, so a reload never changes a tool under a
-running call. Only the generation counter and the snapshot reference change, and only on the event loop.
+running call. Only the generation counters and the snapshot reference change, and only on the event loop.
+
+A caller that sees only some tools sees the generation of its view (`View`), which moves only when a tool it sees
+changes: the real one would reveal edits to the tools hidden from it.
 
 Building the next snapshot (the diff, the sorted names, the listeners' per-snapshot artefacts) is the costly
 part with thousands of tools; `prepare` does it and may run off the event loop, `commit` makes it serve.
@@ -15,7 +18,7 @@ import contextlib
 import difflib
 import logging
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .errors import ToolNotFoundError
@@ -135,12 +138,51 @@ class PreparedSwap:
     change: GenerationChange
 
 
+@dataclass(eq=False)
+class View:
+    """The tools one set of rights sees (`sees`), with its own generation counter, keyed by what decides it.
+
+    The counter starts at 1 when the view is first asked about (0 while the registry is still empty) and goes
+    up by one at each swap that adds, removes or changes a tool the view sees, so it only reveals what the
+    view's own tools did. It is monotonic within the process, as the real generation is.
+    """
+
+    key: Hashable
+    sees: Callable[[ToolSpec], bool]
+    generation: int
+    count: int
+
+    def change(self, base: Snapshot, new: Snapshot, change: GenerationChange) -> GenerationChange | None:
+        """The swap from `base` to `new` as this view sees it, or None when it changes nothing the view sees;
+        advances the view's generation when it does."""
+        old_tools, new_tools, sees = base.tools(), new.tools(), self.sees
+        added = [n for n in change.added if sees(new_tools[n].spec)]
+        removed = [n for n in change.removed if sees(old_tools[n].spec)]
+        changed = []
+        for name in change.changed:
+            before, after = sees(old_tools[name].spec), sees(new_tools[name].spec)
+            if before and after:
+                changed.append(name)
+            elif after:  # a tool whose new definition enters the view is new to it
+                added.append(name)
+            elif before:
+                removed.append(name)
+        if not (added or removed or changed):
+            return None
+        self.generation += 1
+        self.count += len(added) - len(removed)
+        return GenerationChange(self.generation, self.count, tuple(sorted(added)), tuple(sorted(removed)),
+                                tuple(changed))
+
+
 @dataclass(eq=False)  # identity semantics: each stream is its own watcher
 class _Watcher:
     queue: asyncio.Queue[GenerationChange | None] = field(default_factory=lambda: asyncio.Queue(maxsize=256))
     # Set when the stream must end (shutdown, or too far behind): it ends once it has read what is queued, so
     # it never skips a generation it was told about.
     ended: bool = False
+    # The view it watches, None for every tool.
+    view: View | None = None
 
 
 class Registry:
@@ -151,10 +193,22 @@ class Registry:
         self._watchers: set[_Watcher] = set()
         self._closed = False
         self._listeners: list[Callable[[Snapshot], None]] = []
+        # Every view asked about, kept for the life of the process so its generation never goes back.
+        self._views: dict[Hashable, View] = {}
 
     @property
     def snapshot(self) -> Snapshot:
         return self._snapshot
+
+    def view(self, key: Hashable, sees: Callable[[ToolSpec], bool]) -> View:
+        """The view of the tools `sees` accepts, registered under `key` on first use (one pass over the tools);
+        then a dict lookup. Its generation is that of the current snapshot. On the event loop."""
+        view = self._views.get(key)
+        if view is None:
+            snapshot = self._snapshot
+            count = len(snapshot.filtered(key, sees))
+            view = self._views[key] = View(key, sees, 1 if snapshot.generation else 0, count)
+        return view
 
     def add_listener(self, listener: Callable[[Snapshot], None]) -> None:
         """Call `listener` with each new snapshot before it serves (to prepare per-snapshot artefacts). It may
@@ -188,9 +242,15 @@ class Registry:
             return self.swap(prepared.snapshot.tools())
         self._snapshot = prepared.snapshot
         change = prepared.change
+        # Every view moves now, not when next asked, so a call and a watch stream of the same view agree.
+        view_changes = {view: view.change(prepared.base, prepared.snapshot, change)
+                        for view in self._views.values()}
         for watcher in list(self._watchers):
+            seen = change if watcher.view is None else view_changes[watcher.view]
+            if seen is None:
+                continue
             try:
-                watcher.queue.put_nowait(change)
+                watcher.queue.put_nowait(seen)
             except asyncio.QueueFull:
                 # A watcher this far behind is dropped; it reconnects and starts from the current state.
                 logger.warning("dropping a WatchTools stream that fell %d generations behind",
@@ -198,20 +258,26 @@ class Registry:
                 self._end(watcher)
         return change
 
-    async def watch(self) -> AsyncIterator[GenerationChange]:
-        """The current generation (every tool as added), then each new one, until `close()`."""
+    async def watch(self, view: View | None = None) -> AsyncIterator[GenerationChange]:
+        """The current generation (every tool as added), then each new one, until `close()`. Of a `view`: its
+        generations, each only with the tools it sees, and none for a swap that changes nothing it sees."""
         if self._closed:
             return
-        watcher = _Watcher()
+        watcher = _Watcher(view=view)
         self._watchers.add(watcher)
         try:
             current = self._snapshot
-            yield GenerationChange(current.generation, len(current), current.names, (), ())
+            if view is None:
+                first = GenerationChange(current.generation, len(current), current.names, (), ())
+            else:
+                names = current.filtered(view.key, view.sees)
+                first = GenerationChange(view.generation, len(names), names, (), ())
+            yield first
             while not (watcher.ended and watcher.queue.empty()):
                 change = await watcher.queue.get()
                 if change is None:
                     return
-                if change.generation > current.generation:
+                if change.generation > first.generation:
                     yield change
         finally:
             self._watchers.discard(watcher)

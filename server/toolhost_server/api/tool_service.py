@@ -10,7 +10,7 @@ import grpc
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 from ..app import Toolhost
-from ..auth import Caller, VisibleChanges, find_visible
+from ..auth import Caller, find_visible, generation_seen, view_of
 from ..errors import InvalidRequestError
 from ..listing import ToolFilter, list_tools
 from ..pipeline import CallRequest
@@ -51,10 +51,10 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         format, concatenated messages are one message with the repeated fields appended); the RPC observer's
         serializer passes bytes through."""
         tool_filter = ToolFilter(request.platform, request.category, tuple(request.tags), request.provider)
-        page = list_tools(self._toolhost.registry.snapshot, tool_filter, request.page_size, request.page_token,
-                          self._caller(context))
-        head = tool_service_pb2.ListToolsResponse(
-            next_page_token=page.next_page_token, total_size=page.total_size, generation=page.generation)
+        caller, registry = self._caller(context), self._toolhost.registry
+        page = list_tools(registry.snapshot, tool_filter, request.page_size, request.page_token, caller)
+        head = tool_service_pb2.ListToolsResponse(next_page_token=page.next_page_token, total_size=page.total_size,
+                                                  generation=generation_seen(registry, caller))
         full = request.view == tool_pb2.TOOL_VIEW_FULL
         return head.SerializeToString() + self._messages.page((t.spec for t in page.tools), full)
 
@@ -66,11 +66,11 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         if not request.name:
             # A missing name is the caller's slip, as CallTool says: not an unknown tool called ''.
             raise InvalidRequestError("name is required: the name of the tool to describe (ListTools shows them)")
-        snapshot = self._toolhost.registry.snapshot
-        tool = find_visible(snapshot, caller, request.name)
+        registry = self._toolhost.registry
+        tool = find_visible(registry.snapshot, caller, request.name)
         full = request.view != tool_pb2.TOOL_VIEW_BASIC
         return tool_service_pb2.GetToolResponse(
-            tool=self._messages.get(tool.spec, full), generation=snapshot.generation)
+            tool=self._messages.get(tool.spec, full), generation=generation_seen(registry, caller))
 
     @translate_errors
     async def CallTool(
@@ -101,12 +101,11 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         self, request: tool_service_pb2.WatchToolsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[tool_service_pb2.WatchToolsResponse]:
         try:
-            # The stream keeps the rights its caller had when it opened, as a call keeps its snapshot.
-            visible = VisibleChanges(self._caller(context))
-            async for change in self._toolhost.registry.watch():
-                seen = visible.translate(change, self._toolhost.registry.snapshot)
-                if seen is not None:
-                    yield watch_response(seen)
+            # The stream keeps the rights its caller had when it opened, as a call keeps its snapshot, and
+            # streams the generations of that caller's view.
+            registry = self._toolhost.registry
+            async for change in registry.watch(view_of(registry, self._caller(context))):
+                yield watch_response(change)
         except Exception as exc:
             await context.abort_with_status(status_of(exc, "WatchTools"))
 

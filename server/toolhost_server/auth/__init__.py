@@ -8,7 +8,7 @@ from .exposure import UnsafeExposureError, check_exposure, is_loopback_host
 from .permissions import FULL_RIGHTS, Permissions, ToolSet
 from .policy import authorize_call, find_visible, is_admin, may_call, may_see, require_admin, visible_names
 from .tokens import MIN_TOKEN_LENGTH, hash_token, token_problem
-from .visible_changes import VisibleChanges
+from .visible_changes import generation_seen, view_of
 
 __all__ = [
     "ANONYMOUS",
@@ -24,10 +24,10 @@ __all__ = [
     "Permissions",
     "ToolSet",
     "UnsafeExposureError",
-    "VisibleChanges",
     "authorize_call",
     "check_exposure",
     "find_visible",
+    "generation_seen",
     "hash_token",
     "is_admin",
     "is_loopback_host",
@@ -36,5 +36,6 @@ __all__ = [
     "read_auth_file",
     "require_admin",
     "token_problem",
+    "view_of",
     "visible_names",
 ]

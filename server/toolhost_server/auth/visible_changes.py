@@ -1,38 +1,25 @@
-"""WatchTools for one caller: the registry's generation changes, reduced to the tools the caller sees."""
+"""What a caller sees change: the registry's view of the tools its rights show, and that view's generation."""
 
 from __future__ import annotations
 
-from ..registry import GenerationChange, Snapshot
+from ..registry import Registry, View
 from .caller import Caller
-from .policy import visible_names
 
 
-class VisibleChanges:
-    """Translates each GenerationChange of one stream into what its caller may see.
+def view_of(registry: Registry, caller: Caller) -> View | None:
+    """The view `caller`'s rights decide, or None when it sees every tool (and so the real generation).
 
-    The names the caller was shown are remembered, so a tool leaving the caller's view is reported as removed
-    and one entering it as added, whether the catalog or the caller's rights changed. A generation that changes
-    nothing the caller sees is skipped, so its timing reveals nothing either.
+    Keyed by the rights, as `visible_names` caches them, so callers with the same rights share one view and one
+    generation. A dict lookup once the view is known: CallTool asks on every call.
     """
+    permissions = caller.permissions
+    if permissions.unrestricted:
+        return None
+    return registry.view(("visible", permissions), permissions.may_see)
 
-    def __init__(self, caller: Caller) -> None:
-        self._caller = caller
-        self._shown: frozenset[str] | None = None
 
-    def translate(self, change: GenerationChange, snapshot: Snapshot) -> GenerationChange | None:
-        """The change as the caller sees it, or None when it sees no difference. `snapshot` is the registry's
-        current one, which a change that was queued for a while may already be behind."""
-        if self._caller.permissions.unrestricted:
-            return change
-        names = visible_names(snapshot, self._caller)
-        visible = frozenset(names)
-        shown = self._shown
-        self._shown = visible
-        if shown is None:
-            return GenerationChange(change.generation, len(visible), tuple(names), (), ())
-        added = tuple(sorted(visible - shown))
-        removed = tuple(sorted(shown - visible))
-        changed = tuple(n for n in change.changed if n in visible and n in shown)
-        if not (added or removed or changed):
-            return None
-        return GenerationChange(change.generation, len(visible), added, removed, changed)
+def generation_seen(registry: Registry, caller: Caller) -> int:
+    """The generation to tell `caller` about the current snapshot: its view's, so that edits of tools hidden
+    from it do not show; the registry's own for a caller that sees every tool."""
+    view = view_of(registry, caller)
+    return registry.snapshot.generation if view is None else view.generation

@@ -188,7 +188,7 @@ type ListToolsResponse struct {
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	// How many tools match the filter in the generation that served this page.
 	TotalSize int32 `protobuf:"varint,3,opt,name=total_size,json=totalSize,proto3" json:"total_size,omitempty"`
-	// The registry generation that served this page.
+	// The generation that served this page, as the caller sees it (its view's; see ToolService).
 	Generation    int64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -312,7 +312,7 @@ type GetToolResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tool.
 	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
-	// The registry generation that served it.
+	// The generation that served it, as the caller sees it (its view's; see ToolService).
 	Generation    int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -831,7 +831,7 @@ type CallToolResponse struct {
 	OriginalSizeBytes int64 `protobuf:"varint,13,opt,name=original_size_bytes,json=originalSizeBytes,proto3" json:"original_size_bytes,omitempty"`
 	// Whether the server replaced secrets in the result.
 	Redacted bool `protobuf:"varint,14,opt,name=redacted,proto3" json:"redacted,omitempty"`
-	// The registry generation that served the call.
+	// The generation that served the call, as the caller sees it (its view's; see ToolService).
 	Generation    int64 `protobuf:"varint,15,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1307,12 +1307,13 @@ func (*WatchToolsRequest) Descriptor() ([]byte, []int) {
 	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{14}
 }
 
-// One registry generation, as a change from the one before.
+// One generation of the caller's view, as a change from the one before.
 type WatchToolsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The generation this message describes.
+	// The generation this message describes, as the caller sees it (its view's; see ToolService): one more than
+	// the message before.
 	Generation int64 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
-	// How many tools the generation holds.
+	// How many tools the generation holds that the caller sees.
 	Count int32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	// Tools new in this generation; in the first message, every tool.
 	Added []string `protobuf:"bytes,3,rep,name=added,proto3" json:"added,omitempty"`

@@ -32,6 +32,10 @@ class ToolServiceStub:
     watcher) builds a whole new snapshot and swaps it in; a call runs on the snapshot it started with, and each
     response says which generation served it.
 
+    A caller sees the generation of its own view: a caller whose roles hide some tools gets a generation that
+    starts at 1 and goes up by one only when a tool it sees is added, removed or changed (an edit of a hidden tool
+    leaves it as it was); a caller with every right, and ReloadResponse, get the registry's own generation.
+
     Errors: a caller's mistake is a gRPC status carrying google.rpc.ErrorInfo (domain "toolhost", reason from
     ErrorReason). A tool that ran and failed is a normal CallToolResponse with `success=false` and a ToolError.
     """
@@ -80,6 +84,10 @@ class ToolServiceServicer:
     The server keeps its tools in an immutable snapshot with a generation number. Reload (or the catalog file
     watcher) builds a whole new snapshot and swaps it in; a call runs on the snapshot it started with, and each
     response says which generation served it.
+
+    A caller sees the generation of its own view: a caller whose roles hide some tools gets a generation that
+    starts at 1 and goes up by one only when a tool it sees is added, removed or changed (an edit of a hidden tool
+    leaves it as it was); a caller with every right, and ReloadResponse, get the registry's own generation.
 
     Errors: a caller's mistake is a gRPC status carrying google.rpc.ErrorInfo (domain "toolhost", reason from
     ErrorReason). A tool that ran and failed is a normal CallToolResponse with `success=false` and a ToolError.
@@ -144,8 +152,9 @@ class ToolServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchTools(self, request, context):
-        """WatchTools streams the registry's generations: first the current one, listing every tool in `added`, then
-        one message per new generation with what changed. Applying the messages in order to an empty set gives the
+        """WatchTools streams the generations of the caller's view: first the current one, listing every tool it sees
+        in `added`, then one message per new generation with what changed; a reload that changes no tool the
+        caller sees sends nothing, and the generations have no gaps. Applying the messages in order to an empty set gives the
         current tool names. The stream ends (status OK) when the server shuts down, or when the client falls 256
         generations behind without reading: it then first gets every generation it was told about, and a client
         that opens a new stream starts again from the current generation.
@@ -201,6 +210,10 @@ class ToolService:
     The server keeps its tools in an immutable snapshot with a generation number. Reload (or the catalog file
     watcher) builds a whole new snapshot and swaps it in; a call runs on the snapshot it started with, and each
     response says which generation served it.
+
+    A caller sees the generation of its own view: a caller whose roles hide some tools gets a generation that
+    starts at 1 and goes up by one only when a tool it sees is added, removed or changed (an edit of a hidden tool
+    leaves it as it was); a caller with every right, and ReloadResponse, get the registry's own generation.
 
     Errors: a caller's mistake is a gRPC status carrying google.rpc.ErrorInfo (domain "toolhost", reason from
     ErrorReason). A tool that ran and failed is a normal CallToolResponse with `success=false` and a ToolError.

@@ -110,7 +110,7 @@ export type ListToolsResponse = Message<"toolhost.v1.ListToolsResponse"> & {
   totalSize: number;
 
   /**
-   * The registry generation that served this page.
+   * The generation that served this page, as the caller sees it (its view's; see ToolService).
    *
    * @generated from field: int64 generation = 4;
    */
@@ -166,7 +166,7 @@ export type GetToolResponse = Message<"toolhost.v1.GetToolResponse"> & {
   tool?: Tool | undefined;
 
   /**
-   * The registry generation that served it.
+   * The generation that served it, as the caller sees it (its view's; see ToolService).
    *
    * @generated from field: int64 generation = 2;
    */
@@ -500,7 +500,7 @@ export type CallToolResponse = Message<"toolhost.v1.CallToolResponse"> & {
   redacted: boolean;
 
   /**
-   * The registry generation that served the call.
+   * The generation that served the call, as the caller sees it (its view's; see ToolService).
    *
    * @generated from field: int64 generation = 15;
    */
@@ -705,20 +705,21 @@ export const WatchToolsRequestSchema: GenMessage<WatchToolsRequest> = /*@__PURE_
   messageDesc(file_toolhost_v1_tool_service, 14);
 
 /**
- * One registry generation, as a change from the one before.
+ * One generation of the caller's view, as a change from the one before.
  *
  * @generated from message toolhost.v1.WatchToolsResponse
  */
 export type WatchToolsResponse = Message<"toolhost.v1.WatchToolsResponse"> & {
   /**
-   * The generation this message describes.
+   * The generation this message describes, as the caller sees it (its view's; see ToolService): one more than
+   * the message before.
    *
    * @generated from field: int64 generation = 1;
    */
   generation: bigint;
 
   /**
-   * How many tools the generation holds.
+   * How many tools the generation holds that the caller sees.
    *
    * @generated from field: int32 count = 2;
    */
@@ -793,6 +794,10 @@ export const OutputStreamSchema: GenEnum<OutputStream> = /*@__PURE__*/
  * The server keeps its tools in an immutable snapshot with a generation number. Reload (or the catalog file
  * watcher) builds a whole new snapshot and swaps it in; a call runs on the snapshot it started with, and each
  * response says which generation served it.
+ *
+ * A caller sees the generation of its own view: a caller whose roles hide some tools gets a generation that
+ * starts at 1 and goes up by one only when a tool it sees is added, removed or changed (an edit of a hidden tool
+ * leaves it as it was); a caller with every right, and ReloadResponse, get the registry's own generation.
  *
  * Errors: a caller's mistake is a gRPC status carrying google.rpc.ErrorInfo (domain "toolhost", reason from
  * ErrorReason). A tool that ran and failed is a normal CallToolResponse with `success=false` and a ToolError.
@@ -874,8 +879,9 @@ export const ToolService: GenService<{
     output: typeof ReloadResponseSchema;
   },
   /**
-   * WatchTools streams the registry's generations: first the current one, listing every tool in `added`, then
-   * one message per new generation with what changed. Applying the messages in order to an empty set gives the
+   * WatchTools streams the generations of the caller's view: first the current one, listing every tool it sees
+   * in `added`, then one message per new generation with what changed; a reload that changes no tool the
+   * caller sees sends nothing, and the generations have no gaps. Applying the messages in order to an empty set gives the
    * current tool names. The stream ends (status OK) when the server shuts down, or when the client falls 256
    * generations behind without reading: it then first gets every generation it was told about, and a client
    * that opens a new stream starts again from the current generation.
