@@ -36,6 +36,8 @@ class AuditRecord:
     duration_ms: float
     outcome: str
     argument_keys: tuple[str, ...]
+    # How many keys the arguments had: `argument_keys` keeps at most 64 (request_checks.recorded_keys).
+    argument_key_count: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         # Spelled out: dataclasses.asdict deep-copies every field, which cost more than the rest of the log line.
@@ -43,6 +45,7 @@ class AuditRecord:
             "time": self.time.isoformat(), "caller": self.caller, "auth_method": self.auth_method, "tool": self.tool,
             "call_id": self.call_id, "trace_id": self.trace_id, "duration_ms": self.duration_ms,
             "outcome": self.outcome, "argument_keys": list(self.argument_keys),
+            "argument_key_count": self.argument_key_count,
         }
 
 

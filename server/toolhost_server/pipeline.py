@@ -39,10 +39,12 @@ from .request_checks import (
     MAX_ARGUMENT_DEPTH,
     check_arguments,
     check_call_id,
+    check_key_count,
     check_name,
     is_printable,
     is_valid_call_id,
     printable,
+    recorded_keys,
 )
 from .runners import Invocation, RunOutcome, ToolFailure
 from .sanitize import LearningRedactor, Redactor
@@ -213,6 +215,7 @@ class CallPipeline:
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         argument_keys: tuple[str, ...] = ()
+        key_count = 0
         outcome = "CANCELLED"
         served = ""
         result: CallResult | None = None
@@ -228,10 +231,16 @@ class CallPipeline:
                 check_name(request.name)
                 check_call_id(request.call_id)
                 arguments = _arguments_of(request)
-                check_arguments(arguments)
-                argument_keys = tuple(sorted(arguments))
-                record_arguments(span, arguments, request.arguments_json)
+                key_count = len(arguments)
+                argument_keys = recorded_keys(arguments)
+                record_arguments(span, argument_keys, key_count, request.arguments_json, arguments)
                 tool, generation = self._look_up(request, span)
+                try:
+                    check_key_count(tool.spec.name, arguments, tool.spec.input_schema)
+                except ToolhostError:
+                    argument_keys = ()  # refused for its keys: the record keeps their count only
+                    raise
+                check_arguments(arguments)
                 served = tool.spec.name
                 result = await self._run(tool, generation, request, arguments, call_id, started_at, started,
                                          deliver, span, trace_id, untraced)
@@ -254,7 +263,7 @@ class CallPipeline:
                 self._audit.record(AuditRecord(
                     time=started_at, caller=caller.name, auth_method=caller.method.value, tool=name,
                     call_id=call_id, trace_id=trace_id, duration_ms=seconds * 1000, outcome=outcome,
-                    argument_keys=argument_keys))
+                    argument_keys=argument_keys, argument_key_count=key_count))
                 if served:
                     truncated = result.outcome.truncated if result is not None else False
                     redacted = result.redacted if result is not None else False

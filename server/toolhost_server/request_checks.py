@@ -18,13 +18,20 @@ text itself.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from .errors import InvalidRequestError
+from .errors import FieldViolation, InvalidArgumentsError, InvalidRequestError
 
 MAX_ARGUMENT_DEPTH: Final = 64
+# Where a tool's schema leaves additionalProperties open, at most this many argument keys (or as many as it
+# declares properties, if more); beyond it a call is refused before its keys reach any record.
+MAX_OPEN_ARGUMENT_KEYS: Final = 256
+# What records keep of a call's argument keys: the first 64, each cut at 64 characters, and how many there were.
+MAX_RECORDED_KEYS: Final = 64
+MAX_RECORDED_KEY_CHARS: Final = 64
 MAX_CALL_ID_LENGTH: Final = 128
 _CALL_ID: Final = re.compile(rf"[A-Za-z0-9._:-]{{1,{MAX_CALL_ID_LENGTH}}}")
 _CONTROL_OR_SURROGATE: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
@@ -87,6 +94,40 @@ def printable(text: str) -> str:
     """`text` with each control character and lone surrogate written as a \\uXXXX escape: how a refused name
     is recorded (the audit record of a refusal must not carry what was refused)."""
     return _CONTROL_OR_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+
+
+def recorded_keys(arguments: Mapping[str, Any]) -> tuple[str, ...]:
+    """The argument keys that audit records and spans keep: at most MAX_RECORDED_KEYS, each at most
+    MAX_RECORDED_KEY_CHARS, printable, sorted. Bounded whatever the request holds (a caller with no rights could
+    otherwise copy hundreds of thousands of keys into every record)."""
+    kept = itertools.islice(arguments, MAX_RECORDED_KEYS)
+    return tuple(sorted(printable(key)[:MAX_RECORDED_KEY_CHARS] for key in kept))
+
+
+def check_key_count(tool: str, arguments: Mapping[str, Any], schema: Mapping[str, Any]) -> None:
+    """No argument the tool's schema does not declare, where it allows no others, and at most
+    MAX_OPEN_ARGUMENT_KEYS where it does: checked before the arguments are walked or validated, so that a
+    request with a huge number of keys costs little and leaves only their count in the records."""
+    declared = schema.get("properties")
+    properties = declared if isinstance(declared, Mapping) else {}
+    if schema.get("additionalProperties", True) is False:
+        # A few unknown keys are the validator's to report, with every other problem of the call.
+        if len(arguments) <= len(properties) + MAX_REPORTED_UNKNOWN:
+            return
+        unknown = sorted(printable(key)[:MAX_RECORDED_KEY_CHARS] for key in arguments.keys() - properties.keys())
+        known = ", ".join(sorted(properties))
+        raise InvalidArgumentsError(tool, [
+            FieldViolation(f"/{_escape(key)}", f"unknown argument; the arguments are: {known}")
+            for key in unknown[:MAX_REPORTED_UNKNOWN]])
+    limit = max(len(properties), MAX_OPEN_ARGUMENT_KEYS)
+    if len(arguments) > limit:
+        raise InvalidRequestError(
+            f"the call has {len(arguments)} argument keys, more than tool {tool!r} takes ({limit}); GetTool "
+            f"shows its parameters")
+
+
+# A request with thousands of unknown keys gets this many of them named: enough to see the mistake.
+MAX_REPORTED_UNKNOWN = 16
 
 
 def _too_deep(pointer: str) -> InvalidRequestError:

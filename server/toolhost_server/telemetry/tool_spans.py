@@ -12,7 +12,7 @@ secret: argument keys and sizes only. toolhost's own attributes are under `toolh
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Final
 
@@ -35,6 +35,7 @@ EXECUTE_TOOL: Final = "execute_tool"
 OUTCOME: Final = "toolhost.outcome"
 RUNNER: Final = "toolhost.runner"
 ARGUMENT_KEYS: Final = "toolhost.argument_keys"
+ARGUMENT_KEY_COUNT: Final = "toolhost.argument_key_count"
 ARGUMENTS_SIZE: Final = "toolhost.arguments.size_bytes"
 OUTPUT_SIZE: Final = "toolhost.output.size_bytes"
 ORIGINAL_SIZE: Final = "toolhost.output.original_size_bytes"
@@ -64,11 +65,14 @@ def start_tool_span(tracer: trace.Tracer, tool_name: str, call_id: str) -> Abstr
         record_exception=False, set_status_on_exception=False)
 
 
-def record_arguments(span: trace.Span, arguments: Mapping[str, Any], arguments_json: str | None) -> None:
-    """The argument keys and the size of the arguments as JSON (as sent, when they came as JSON text)."""
+def record_arguments(span: trace.Span, keys: Sequence[str], key_count: int, arguments_json: str | None,
+                     arguments: Mapping[str, Any] | None = None) -> None:
+    """The argument keys as records keep them (at most 64, cut: request_checks.recorded_keys), how many there
+    were, and the size of the arguments as JSON (as sent, when they came as JSON text)."""
     if span.is_recording():
-        text = arguments_json if arguments_json is not None else json.dumps(arguments, default=str)
-        span.set_attributes({ARGUMENT_KEYS: sorted(arguments), ARGUMENTS_SIZE: len(text.encode("utf-8", "replace"))})
+        text = arguments_json if arguments_json is not None else json.dumps(arguments or {}, default=str)
+        span.set_attributes({ARGUMENT_KEYS: list(keys), ARGUMENT_KEY_COUNT: key_count,
+                             ARGUMENTS_SIZE: len(text.encode("utf-8", "replace"))})
 
 
 def record_tool(span: trace.Span, spec: ToolSpec, runner_kind: str) -> None:
