@@ -210,8 +210,9 @@ class CallPipeline:
         server serves, its metrics (a name nobody serves is no metric label: callers could grow them unbounded)."""
         # A call id or name that cannot be recorded as it is (request_checks) is refused below; its audit
         # record and span get a new id and the name escaped.
-        call_id = request.call_id if request.call_id and is_valid_call_id(request.call_id) else new_call_id()
-        name = request.name if is_printable(request.name) else printable(request.name)
+        name_ok, call_id_ok = is_printable(request.name), is_valid_call_id(request.call_id)
+        call_id = request.call_id if request.call_id and call_id_ok else new_call_id()
+        name = request.name if name_ok else printable(request.name)
         started_at = datetime.now(UTC)
         started = time.perf_counter()
         argument_keys: tuple[str, ...] = ()
@@ -228,8 +229,10 @@ class CallPipeline:
                 trace_id = untraced.trace_id
                 untraced_token = untraced.begin()
             try:
-                check_name(request.name)
-                check_call_id(request.call_id)
+                if not name_ok:
+                    check_name(request.name)  # raises, saying what is wrong
+                if not call_id_ok:
+                    check_call_id(request.call_id)
                 arguments = _arguments_of(request)
                 key_count = len(arguments)
                 argument_keys = recorded_keys(arguments)
