@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
+import uuid
 from collections.abc import Iterator
 
 import grpc
@@ -58,27 +60,38 @@ async def all_log_records(server: RunningServer) -> list[toolhost.LogEntry]:
         return [entry async for entry in client.query_logs(source="memory", page_size=1000)]
 
 
+def audit_records(entries: list[toolhost.LogEntry], **matching: str) -> list[dict[str, object]]:
+    """The audit records among `entries` whose fields have the given values (the ring is the process's, shared by
+    every test: each test finds its own call by a value of its own)."""
+    return [entry.fields["audit"] for entry in entries if "audit" in entry.fields
+            and all(entry.fields["audit"].get(key) == value for key, value in matching.items())]
+
+
 # (A lone surrogate cannot reach a name: protobuf strings are UTF-8, which has none. JSON text can carry one.)
-@pytest.mark.parametrize("name", ["echo\x00", "ec\nho", "echo\u2028", "echo\x85"])
-async def test_a_tool_name_with_a_control_character_or_lone_surrogate_is_refused_and_recorded_escaped(
-        server, name):
-    error = await refused(server, tool_service_pb2.CallToolRequest(name=name, arguments_json='{"text": "x"}'))
+@pytest.mark.parametrize(("name", "recorded"), [
+    ("echo\x00", "echo\\u0000"), ("ec\nho", "ec\\u000aho"), ("echo\u2028", "echo\\u2028"), ("echo\x85", "echo\\u0085")])
+async def test_a_tool_name_with_a_control_character_is_refused_and_recorded_escaped(server, name, recorded):
+    call_id = f"name-{uuid.uuid4().hex}"
+    error = await refused(server, tool_service_pb2.CallToolRequest(
+        name=name, arguments_json='{"text": "x"}', call_id=call_id))
     assert "a tool name is printable text" in error.details()
-    audit = [entry.fields["audit"] for entry in await all_log_records(server) if "audit" in entry.fields]
-    refusals = [record for record in audit if record["outcome"] == "INVALID_REQUEST"]
-    assert refusals, audit
     # The refusal is recorded, with the name escaped: no control character reaches a log line or a row.
-    assert all(record["tool"].isprintable() for record in refusals)
-    assert any("\\u" in record["tool"] for record in refusals)
+    [record] = audit_records(await all_log_records(server), call_id=call_id)
+    assert (record["outcome"], record["tool"]) == ("INVALID_REQUEST", recorded)
 
 
 @pytest.mark.parametrize("call_id", ["a\x00b", "line\nforged", "x" * 129, "spaces are out", "ü"])
-async def test_a_call_id_outside_the_allowed_form_is_refused(server, call_id):
-    error = await refused(server, tool_service_pb2.CallToolRequest(
-        name="echo", arguments_json='{"text": "x"}', call_id=call_id))
-    assert "call_id must be at most 128 characters" in error.details()
-    audit = [entry.fields["audit"] for entry in await all_log_records(server) if "audit" in entry.fields]
-    assert all(record["call_id"] != call_id for record in audit)
+async def test_a_call_id_outside_the_allowed_form_is_refused_and_recorded_under_a_new_one(server, call_id):
+    trace_id = uuid.uuid4().hex
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+            name="echo", arguments_json='{"text": "x"}', call_id=call_id),
+            metadata=(("traceparent", f"00-{trace_id}-00f067aa0ba902b7-01"),))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "call_id must be at most 128 characters" in (caught.value.details() or "")
+    [record] = audit_records(await all_log_records(server), trace_id=trace_id)
+    assert record["outcome"] == "INVALID_REQUEST"
+    assert record["call_id"] != call_id and re.fullmatch(r"[0-9a-f]{32}", str(record["call_id"]))
 
 
 async def test_a_call_id_in_the_allowed_form_is_kept(server):
@@ -88,16 +101,23 @@ async def test_a_call_id_in_the_allowed_form_is_kept(server):
     assert response.success and response.call_id == call_id and len(call_id) == 128
 
 
-@pytest.mark.parametrize("arguments_json", [
-    '{"\\u0000": 1}', '{"a\\nb": 1}', '{"\\udc80": 1}', '{"outer": {"in\\u001bner": 1}}',
-    '{"text": "\\ud800"}', '{"list": ["fine", "\\udfff"]}',
+@pytest.mark.parametrize(("arguments_json", "why"), [
+    ('{"\\u0000": 1}', "a control character (U+0000)"), ('{"a\\nb": 1}', "a control character (U+000A)"),
+    ('{"\\udc80": 1}', "a lone UTF-16 surrogate (U+DC80)"),
+    ('{"outer": {"in\\u001bner": 1}}', "a control character (U+001B)"),
+    ('{"text": "\\ud800"}', "the argument /text holds a lone UTF-16 surrogate"),
+    ('{"list": ["fine", "\\udfff"]}', "the argument /list/1 holds a lone UTF-16 surrogate"),
 ])
 async def test_control_characters_in_keys_and_lone_surrogates_anywhere_are_refused_and_logs_stay_readable(
-        server, arguments_json):
-    error = await refused(server, tool_service_pb2.CallToolRequest(name="open_args", arguments_json=arguments_json))
-    assert "lone UTF-16 surrogate" in error.details() or "control character" in error.details()
-    # QueryLogs, TailLogs and log_inspector read the ring afterwards (a lone surrogate there made them INTERNAL).
-    assert await all_log_records(server)
+        server, arguments_json, why):
+    call_id = f"keys-{uuid.uuid4().hex}"
+    error = await refused(server, tool_service_pb2.CallToolRequest(
+        name="open_args", arguments_json=arguments_json, call_id=call_id))
+    assert why in (error.details() or "")
+    # QueryLogs, TailLogs and log_inspector read the ring afterwards (a lone surrogate there made them INTERNAL),
+    # the refusal's own record among what they read.
+    [record] = audit_records(await all_log_records(server), call_id=call_id)
+    assert record["outcome"] == "INVALID_REQUEST"
     stub = log_service_pb2_grpc.LogServiceStub(server.channel)
     tail = stub.TailLogs(log_service_pb2.TailLogsRequest(backlog=50))
     assert (await anext(aiter(tail))).record.message
