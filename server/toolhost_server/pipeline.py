@@ -235,14 +235,14 @@ class CallPipeline:
                     check_call_id(request.call_id)
                 arguments = _arguments_of(request)
                 key_count = len(arguments)
-                argument_keys = recorded_keys(arguments)
-                record_arguments(span, argument_keys, key_count, request.arguments_json, arguments)
+                argument_keys = recorded_keys(arguments)  # for an unknown tool's record
                 tool, generation = self._look_up(request, span)
                 try:
                     check_key_count(tool.spec.name, arguments, tool.spec.input_schema)
                 except ToolhostError:
                     argument_keys = ()  # refused for its keys: the record keeps their count only
                     raise
+                record_arguments(span, argument_keys, key_count, request.arguments_json, arguments)
                 check_arguments(arguments)
                 served = tool.spec.name
                 result = await self._run(tool, generation, request, arguments, call_id, started_at, started,

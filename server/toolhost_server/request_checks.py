@@ -4,7 +4,7 @@ A tool name, a call id and an argument key end up in log lines, audit rows, span
 A control character in one forges log lines in the text format, and a NUL byte makes PostgreSQL refuse the
 whole batched INSERT it is in; a lone surrogate (valid in JSON text, not in UTF-8) makes every later reader of
 the record fail to encode it. Arguments nested without bound exhaust the decoder's recursion. So, before the
-call is looked up, audited or traced:
+call is audited, traced or validated (names and call ids before it is even looked up):
 
 - names and argument keys hold no control character (C0, DEL, C1, the Unicode line and paragraph separators)
   and no lone surrogate;

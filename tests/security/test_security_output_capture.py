@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
 import os
 import re
 import signal
@@ -111,3 +112,37 @@ async def test_what_python_tools_print_warn_or_raise_in_threads_is_logged_redact
     output = by_logger["toolhost.output"]
     assert any("uncaught exception in thread tool-worker" in m and "[REDACTED]" in m for m in output), output
     assert any("_Unraisable" in m and "finalizer failed with [REDACTED]" in m for m in output), output
+
+
+def test_lines_written_by_threads_at_once_stay_whole_and_long_ones_are_logged_in_parts():
+    from toolhost_server.logs.captured_output import MAX_LINE_CHARS, LoggingStream
+
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record.getMessage())
+
+    log = logging.getLogger(f"toolhost.test.capture.{id(records)}")
+    log.addHandler(Keep())
+    log.propagate = False
+    log.setLevel(logging.INFO)
+    stream = LoggingStream(log, logging.INFO, sys.__stderr__)
+
+    def printing(name: str) -> None:
+        for index in range(200):
+            stream.write(f"{name} line")  # print() writes a line and its end separately
+            stream.write(f" {index}\n")
+
+    threads = [threading.Thread(target=printing, args=(f"tool{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(records) == sorted(f"tool{n} line {index}" for n in range(4) for index in range(200))
+
+    records.clear()
+    stream.write("x" * (MAX_LINE_CHARS * 2 + 5))  # past the limit: logged at once, in parts
+    stream.write("y")  # a partial line, logged when the capture ends
+    stream.flush_all()
+    assert [len(record) for record in records] == [MAX_LINE_CHARS, MAX_LINE_CHARS, 5, 1]

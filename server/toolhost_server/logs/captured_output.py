@@ -16,7 +16,6 @@ import io
 import logging
 import sys
 import threading
-import warnings
 from types import TracebackType
 from typing import Any, TextIO
 
@@ -28,7 +27,9 @@ MAX_LINE_CHARS = 64 * 1024
 
 class LoggingStream(io.TextIOBase):
     """Stands in for sys.stdout or sys.stderr: each complete line written becomes one record of `log` at
-    `level`; a partial line waits for its end, or for flush(). Thread-safe.
+    `level`. A partial line waits for its end, or for flush(), in a buffer of the writing thread's own (tools
+    run in worker threads: `print` is two writes, and two tools printing at once must not mix their lines);
+    a line longer than MAX_LINE_CHARS is logged in parts.
 
     A record written while this stream is already writing one in the same thread (a handler that fails and
     reports it on sys.stderr) goes to `fallback`, the real stream, instead of looping back into logging."""
@@ -38,9 +39,10 @@ class LoggingStream(io.TextIOBase):
         self._log = log
         self._level = level
         self._fallback = fallback
-        self._pending = ""
-        self._lock = threading.Lock()
-        self._writing = threading.local()
+        self._thread = threading.local()  # whether this thread is writing a record now
+        # Each thread's partial line: its parts and their length. Keyed by thread, so that uninstalling can
+        # flush every thread's; a thread only ever touches its own entry.
+        self._pending: dict[int, tuple[list[str], list[int]]] = {}
 
     @property
     def encoding(self) -> str:  # type: ignore[override]
@@ -53,31 +55,52 @@ class LoggingStream(io.TextIOBase):
         return False
 
     def write(self, text: str) -> int:
-        if getattr(self._writing, "active", False):
+        state = self._thread
+        if getattr(state, "writing", False):
             self._fallback.write(text)
             return len(text)
-        with self._lock:
-            lines = (self._pending + text).split("\n")
-            self._pending = lines.pop()
-            if len(self._pending) > MAX_LINE_CHARS:
-                lines.append(self._pending)
-                self._pending = ""
+        parts, size = self._pending.setdefault(threading.get_ident(), ([], [0]))
+        *complete, rest = text.split("\n")
+        lines = []
+        if complete:
+            lines.append("".join((*parts, complete[0])))
+            lines.extend(complete[1:])
+            parts.clear()
+            size[0] = 0
+        if rest:
+            parts.append(rest)
+            size[0] += len(rest)
+            if size[0] > MAX_LINE_CHARS:
+                lines.append("".join(parts))
+                parts.clear()
+                size[0] = 0
         self._emit(lines)
         return len(text)
 
     def flush(self) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, ""
-        self._emit([pending])
+        """Log this thread's partial line."""
+        self._flush(threading.get_ident())
+
+    def flush_all(self) -> None:
+        """Log every thread's partial line (the capture ends)."""
+        for thread in list(self._pending):
+            self._flush(thread)
+
+    def _flush(self, thread: int) -> None:
+        pending = self._pending.pop(thread, None)
+        if pending is not None and pending[0]:
+            self._emit(["".join(pending[0])])
 
     def _emit(self, lines: list[str]) -> None:
-        self._writing.active = True
+        self._thread.writing = True
         try:
             for line in lines:
-                if line.strip():
-                    self._log.log(self._level, "%s", line)
+                for start in range(0, len(line), MAX_LINE_CHARS):
+                    part = line[start:start + MAX_LINE_CHARS]
+                    if part.strip():
+                        self._log.log(self._level, "%s", part)
         finally:
-            self._writing.active = False
+            self._thread.writing = False
 
 
 class OutputCapture:
@@ -90,7 +113,7 @@ class OutputCapture:
     def install(cls) -> OutputCapture:
         capture = cls()
         capture._saved = {"stdout": sys.stdout, "stderr": sys.stderr, "excepthook": threading.excepthook,
-                          "unraisablehook": sys.unraisablehook, "showwarning": warnings.showwarning}
+                          "unraisablehook": sys.unraisablehook}
         logging.captureWarnings(True)  # warnings.warn -> the "py.warnings" logger
         threading.excepthook = _log_thread_exception
         sys.unraisablehook = _log_unraisable
@@ -101,7 +124,7 @@ class OutputCapture:
     def uninstall(self) -> None:
         for stream in (sys.stdout, sys.stderr):
             if isinstance(stream, LoggingStream):
-                stream.flush()
+                stream.flush_all()
         sys.stdout, sys.stderr = self._saved["stdout"], self._saved["stderr"]
         threading.excepthook = self._saved["excepthook"]
         sys.unraisablehook = self._saved["unraisablehook"]
