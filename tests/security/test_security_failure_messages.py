@@ -19,18 +19,24 @@ def script_tool(name: str, line: str) -> str:
             f"runner: {{type: script, script: {json.dumps(script)}}}\n")
 
 
+# The message is "sh exited with status 3: " and the line; it is cut at 500 characters.
+PREFIX = "sh exited with status 3: "
+# Where the old cut of the quoted line (200 characters) and where the message's cut (500) fall inside the key.
+PADDINGS = (185, 190, 499 - len(PREFIX) - 1 - 8)
+
+
 async def test_a_secret_across_where_the_message_is_cut_is_redacted_whole(start_server, tmp_path):
-    # Placed where the message used to be cut (about 200 characters of the line), and where it is cut now
-    # (500 characters of the message): neither cut may leave a recognisable part of the key behind.
-    for padding in (185, 190, 470, 480):
+    for padding in PADDINGS:
         write_tool(tmp_path, f"leaky_{padding}", script_tool(f"leaky_{padding}", "x" * padding + " " + KEY_ID))
     server = await start_server(catalog_dirs=[tmp_path])
-    for padding in (185, 190, 470, 480):
+    for padding in PADDINGS:
         response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(name=f"leaky_{padding}"))
         assert not response.success and response.error.code == "NON_ZERO_EXIT"
         message = response.error.message
-        assert "AKIA" not in message and "IOSFODNN" not in message, (padding, message)
+        assert message.startswith(PREFIX + "x" * padding + " "), message[:80]
+        # No part of the key survives: cut first, its first 8 characters would have.
+        assert not any(KEY_ID[:n] in message for n in range(3, len(KEY_ID) + 1)), (padding, message[-40:])
         assert len(message) <= 500, len(message)
-        if padding < 400:  # short enough to be quoted whole: the key is replaced, not cut away
-            assert "[REDACTED]" in message, message
+        after = message[len(PREFIX) + padding + 1:].removesuffix("…")
+        assert "[REDACTED]".startswith(after), (padding, after)  # the replacement, whole or cut, or nothing
         assert "AKIA" not in response.stderr and "[REDACTED]" in response.stderr
