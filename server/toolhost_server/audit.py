@@ -16,7 +16,7 @@ from typing import Any
 
 from .batching import BatchWriter
 from .logs.record import EXTRAS_FINAL
-from .sanitize import REDACTED_BY, LearningRedactor, Redactor
+from .sanitize import REDACTED_BY, LearningRedactor, Redactor, current_redactor
 
 logger = logging.getLogger("toolhost.audit")
 _MESSAGE = "call tool=%s caller=%s outcome=%s duration_ms=%.1f call_id=%s argument_keys=%s"
@@ -99,7 +99,7 @@ class AuditTrail:
         fields = entry.as_dict()
         extra: dict[str, Any] = {"audit": fields, EXTRAS_FINAL: True}  # `fields` is this record's alone
         if self._redactor is not None:
-            redactor = self._redactor.current if isinstance(self._redactor, LearningRedactor) else self._redactor
+            redactor = current_redactor(self._redactor)
             # What the caller chose (its identity, the tool name it asked for, its call id and argument keys);
             # the rest the server wrote: times, hex trace ids, outcome codes.
             untrusted = (entry.caller, entry.tool, entry.call_id, *entry.argument_keys)

@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 
 from ..errors import InvalidRequestError
 from ..event_waits import wait_set
-from ..sanitize import LearningRedactor, Redactor
+from ..sanitize import LearningRedactor, Redactor, current_redactor
 from .page_tokens import decode_page_token, encode_page_token
 from .query import LogFilter, LogQuery, ReadResult
 from .reader import LogReader, LogReaderError
@@ -170,7 +170,7 @@ class LogInspector:
         merged = heapq.merge(*(r.records for r in found), key=LogRecord.sort_key, reverse=True)
         records = list(itertools.islice(merged, query.limit))
         if self._redactor is not None:
-            redactor = self._redactor.current if isinstance(self._redactor, LearningRedactor) else self._redactor
+            redactor = current_redactor(self._redactor)
             records = [record if record.source == "memory" else _redacted(record, redactor) for record in records]
         return _Answers(
             records=records,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from .base import REDACTED, RedactionResult, Sanitizer, SanitizerSettings, Span
 from .keys import SecretKeyRule, split_words
 from .known_values import MIN_KNOWN_VALUE_LENGTH, check_known_value
-from .learning import LearningRedactor
+from .learning import LearningRedactor, current_redactor
 from .log_filter import REDACTED_BY, RedactingLogFilter
 from .redactor import Redactor
 from .streaming import StreamRedactor
@@ -40,5 +40,6 @@ __all__ = [
     "Span",
     "StreamRedactor",
     "check_known_value",
+    "current_redactor",
     "split_words",
 ]

@@ -32,3 +32,9 @@ class LearningRedactor:
             # Sorted, so that the same set of values always builds the same redactor.
             self.current = self._base.with_values(sorted(self._values))
         return self.current
+
+
+def current_redactor(source: Redactor | LearningRedactor) -> Redactor:
+    """The redactor to use now: a LearningRedactor's current one (with every value learned so far), or
+    `source` itself."""
+    return source.current if isinstance(source, LearningRedactor) else source

@@ -18,7 +18,7 @@ import traceback
 from typing import Any
 
 from .base import REDACTED
-from .learning import LearningRedactor
+from .learning import LearningRedactor, current_redactor
 from .redactor import Redactor
 
 # Everything a LogRecord has of its own; the rest of its attributes came from `extra=`.
@@ -40,7 +40,7 @@ class RedactingLogFilter(logging.Filter):
     @property
     def _redactor(self) -> Redactor:
         # A LearningRedactor's current redactor changes as credentials are resolved: read it per record.
-        return self._source.current if isinstance(self._source, LearningRedactor) else self._source
+        return current_redactor(self._source)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not super().filter(record):

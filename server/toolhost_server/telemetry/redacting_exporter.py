@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import Link, Status
 from opentelemetry.util.types import Attributes
 
-from ..sanitize import LearningRedactor, Redactor
+from ..sanitize import LearningRedactor, Redactor, current_redactor
 
 
 class RedactingSpanExporter(SpanExporter):
@@ -29,7 +29,7 @@ class RedactingSpanExporter(SpanExporter):
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         source = self._redactor
-        redactor = source.current if isinstance(source, LearningRedactor) else source
+        redactor = current_redactor(source)
         return self._exporter.export([redact_span(span, redactor) for span in spans])
 
     def shutdown(self) -> None:
