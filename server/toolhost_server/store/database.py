@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import URL, Connection, Engine, text
-from sqlalchemy.exc import DataError, IntegrityError
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from ..batching import BatchRejected
@@ -26,7 +25,7 @@ from .engine import (
     sqlite_file,
     sqlite_file_url,
 )
-from .errors import StoreError, StoreUnavailableError
+from .errors import StoreUnavailableError, StoreValueError
 from .schema import metadata
 
 # Any constant works; it only has to be the same in every replica (pg_advisory_xact_lock takes a bigint).
@@ -47,12 +46,8 @@ def rejected_rows_reported() -> Iterator[None]:
     every row that shared its INSERT; a database that is down or unreachable stays the error it is."""
     try:
         yield
-    except StoreError as exc:
-        # Store.begin reports every database error as a StoreError (the URL without its password, raised
-        # `from None`); the driver's error it replaced says which kind it was.
-        if isinstance(exc.__context__, DataError | IntegrityError):
-            raise BatchRejected(str(exc)) from exc
-        raise
+    except StoreValueError as exc:
+        raise BatchRejected(str(exc)) from exc
 
 
 class Store:

@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy.exc
 from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
 
-from .errors import StoreError, StoreUnavailableError
+from .errors import StoreError, StoreUnavailableError, StoreValueError
 
 DATABASE_FILE_NAME = "toolhost.db"
 _URL_FORMS = "sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
@@ -145,6 +145,8 @@ def _store_error(exc: sqlalchemy.exc.SQLAlchemyError, url: URL) -> StoreError:
         return StoreUnavailableError(
             f"no free connection to the database at {where} within {POSTGRES_POOL_TIMEOUT_SECONDS}s: every "
             "pooled connection is busy (slow queries, or too many concurrent calls)")
+    if isinstance(exc, (sqlalchemy.exc.DataError, sqlalchemy.exc.IntegrityError)):
+        return StoreValueError(f"the database at {where} refused a value: {reason}")
     if isinstance(exc, (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError)):
         return StoreUnavailableError(f"{_URL_SETTING} {where} is not usable: {reason}; use {_URL_FORMS}")
     return StoreError(f"database error at {where}: {reason}")

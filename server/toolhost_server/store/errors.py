@@ -3,6 +3,7 @@
     StoreError                   base: the store cannot do what was asked
      ├── StoreKeyError           no store key where one is needed, or a malformed one
      ├── StoreUnavailableError   the database cannot be opened or reached (the URL shown without its password)
+     ├── StoreValueError         the database refused a value: a NUL in text, too long for its column, a constraint
      └── StoreDecryptionError    a value does not decrypt: written with another key, altered, or moved
 """
 
@@ -19,6 +20,10 @@ class StoreKeyError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """The database cannot be opened or reached."""
+
+
+class StoreValueError(StoreError):
+    """The database refused a value written (not the connection): the rest of a batch can still be written."""
 
 
 class StoreDecryptionError(StoreError):
