@@ -142,9 +142,11 @@ class PreparedSwap:
 class View:
     """The tools one set of rights sees (`sees`), with its own generation counter, keyed by what decides it.
 
-    The counter starts at 1 when the view is first asked about (0 while the registry is still empty) and goes
-    up by one at each swap that adds, removes or changes a tool the view sees, so it only reveals what the
-    view's own tools did. It is monotonic within the process, as the real generation is.
+    The counter starts at the registry's generation when the view is first asked about and goes up by one at
+    each swap that adds, removes or changes a tool the view sees, so from then on it reveals only what the
+    view's own tools did. It never passes the real generation, so a caller whose rights change (and who so
+    gets another view) never sees its generation go back. Views are kept for the life of the process: one per
+    set of rights ever asked about, which only an auth file's edits add to.
     """
 
     key: Hashable
@@ -207,7 +209,7 @@ class Registry:
         if view is None:
             snapshot = self._snapshot
             count = len(snapshot.filtered(key, sees))
-            view = self._views[key] = View(key, sees, 1 if snapshot.generation else 0, count)
+            view = self._views[key] = View(key, sees, snapshot.generation, count)
         return view
 
     def add_listener(self, listener: Callable[[Snapshot], None]) -> None:

@@ -13,6 +13,7 @@ from ..errors import PermissionDeniedError, ToolNotFoundError
 from ..model import ToolSpec
 from ..registry import RegisteredTool, Snapshot, close_names
 from .caller import Caller
+from .permissions import Permissions
 
 
 def may_see(caller: Caller, spec: ToolSpec) -> bool:
@@ -27,12 +28,18 @@ def is_admin(caller: Caller) -> bool:
     return caller.permissions.admin
 
 
+def visibility_key(permissions: Permissions) -> tuple[str, Permissions]:
+    """What the tools a set of rights sees are cached under: per snapshot (visible_names), and in the registry's
+    views (visible_changes.view_of), so that both agree on one set of rights."""
+    return ("visible", permissions)
+
+
 def visible_names(snapshot: Snapshot, caller: Caller) -> Sequence[str]:
     """The sorted names of the tools `caller` sees in `snapshot` (cached per snapshot and set of rights)."""
     permissions = caller.permissions
     if permissions.unrestricted:
         return snapshot.names
-    return snapshot.filtered(("visible", permissions), permissions.may_see)
+    return snapshot.filtered(visibility_key(permissions), permissions.may_see)
 
 
 def find_visible(snapshot: Snapshot, caller: Caller, name: str) -> RegisteredTool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..registry import Registry, View
 from .caller import Caller
+from .policy import visibility_key
 
 
 def view_of(registry: Registry, caller: Caller) -> View | None:
@@ -15,7 +16,7 @@ def view_of(registry: Registry, caller: Caller) -> View | None:
     permissions = caller.permissions
     if permissions.unrestricted:
         return None
-    return registry.view(("visible", permissions), permissions.may_see)
+    return registry.view(visibility_key(permissions), permissions.may_see)
 
 
 def generation_seen(registry: Registry, caller: Caller) -> int:
