@@ -796,8 +796,9 @@ export const OutputStreamSchema: GenEnum<OutputStream> = /*@__PURE__*/
  * response says which generation served it.
  *
  * A caller sees the generation of its own view: a caller whose roles hide some tools gets a generation that
- * starts at 1 and goes up by one only when a tool it sees is added, removed or changed (an edit of a hidden tool
- * leaves it as it was); a caller with every right, and ReloadResponse, get the registry's own generation.
+ * starts at the registry's when its rights are first seen and then goes up by one only when a tool it sees is
+ * added, removed or changed (an edit of a hidden tool leaves it as it was); a caller with every right, and
+ * ReloadResponse, get the registry's own generation.
  *
  * Errors: a caller's mistake is a gRPC status carrying google.rpc.ErrorInfo (domain "toolhost", reason from
  * ErrorReason). A tool that ran and failed is a normal CallToolResponse with `success=false` and a ToolError.
