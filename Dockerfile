@@ -1,8 +1,10 @@
 # toolhost: the gRPC tool server, as a slim non-root image.
 #   docker build -t toolhost .
 #   docker run --rm -p 50051:50051 -p 8010:8010 -e TOOLHOST_INSECURE=true toolhost   # local trial only
-# Listening beyond loopback needs TLS and an auth file (README, "Authentication"), or TOOLHOST_INSECURE=true
-# behind something that authenticates; the server refuses to start otherwise.
+# It listens on every interface, gRPC and HTTP (/metrics names every tool, hidden ones too), so it starts only
+# with TLS (TOOLHOST_TLS_CERT_FILE, TOOLHOST_TLS_KEY_FILE), an auth file for gRPC and a metrics token file or
+# client certificates for HTTP (README, "Authentication"), or with TOOLHOST_INSECURE=true behind something that
+# does TLS and authenticates. TOOLHOST_HTTP_ADDRESS=127.0.0.1:8010 keeps HTTP inside the container instead.
 
 # grpc-health-probe for the HEALTHCHECK and Kubernetes exec probes, at the version tools/go.mod pins.
 FROM golang:1.24-bookworm AS probe

@@ -18,12 +18,13 @@ GEN_DIRS := $(PY_GEN_DIR)/toolhost/v1 clients/go/gen $(TS_DIR)/src/gen $(TS_DIR)
 # The baseline `buf breaking` compares proto/ with: the contract as last released (refresh: make proto-baseline).
 PROTO_BASELINE := tools/proto-baseline/toolhost-v1.binpb
 
-.PHONY: help run test test-go test-ts bench generate check-generated lint breaking proto-baseline tools venv clean \
-	os-packages-test os-packages-bench dist
+.PHONY: help run test test-go test-ts fuzz bench generate check-generated lint breaking proto-baseline tools venv \
+	clean os-packages-test os-packages-bench dist
 
 help:
 	@echo "make run              start the server on its defaults (gRPC 127.0.0.1:50051, bundled catalog)"
 	@echo "make test             run every test (Python, then the Go and TypeScript clients')"
+	@echo "make fuzz             run the Hypothesis fuzz suites (tests/fuzz) random and long, not just derandomized"
 	@echo "make generate         regenerate the code made from proto/"
 	@echo "make check-generated  fail when the committed generated code differs from proto/"
 	@echo "make lint             buf lint, buf breaking (against $(PROTO_BASELINE)), ruff and mypy --strict"
@@ -62,12 +63,19 @@ tools: $(GO_TOOLS) $(BUF) $(PROTOC_GEN_ES)
 os-packages-test os-packages-bench:
 	tools/ensure-os-packages.sh $(@:os-packages-%=%)
 
+# Loopback opened for the network tools, so that the README's `tcp_port_check host=127.0.0.1` works; a
+# TOOLHOST_EGRESS_OPEN of your own (even an empty one) is kept.
 run: venv
-	$(BIN)/toolhost serve
+	TOOLHOST_EGRESS_OPEN="$${TOOLHOST_EGRESS_OPEN-127.0.0.0/8,::1/128}" $(BIN)/toolhost serve
 
 test: os-packages-test venv tools
 	PATH="$(TOOLS_BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-go test-ts
+
+# tests/fuzz with the `long` Hypothesis profile (tests/fuzz/conftest.py): random and many examples, where `make test`
+# runs the same properties derandomized and short. Failures found are replayed first next time (.hypothesis/).
+fuzz: venv
+	HYPOTHESIS_PROFILE=long PATH="$(TOOLS_BIN):$$PATH" $(BIN)/python -m pytest tests/fuzz --timeout=3600 $(PYTEST_ARGS)
 
 # The Go and TypeScript clients' tests start the real Python server from .venv.
 test-ts: venv $(PROTOC_GEN_ES)

@@ -18,7 +18,7 @@ from toolhost.v1 import tool_service_pb2_grpc
 from toolhost_server.api.server import GrpcServer, create_toolhost
 from toolhost_server.config import Config
 
-from helpers.servers import RunningServer, ServerFactory
+from helpers.servers import TEST_ENTRYPOINT_MODULES, RunningServer, ServerFactory
 
 # A throwaway PostgreSQL server (the `postgres_cluster` and `postgres_url` fixtures).
 pytest_plugins = ["postgres_cluster"]
@@ -41,14 +41,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 async def start_server(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[ServerFactory]:
     """`await start_server(catalog_dirs=(...), ...)` starts a server with those Config fields (watching off
-    unless asked, so tests decide when reloads happen)."""
+    unless asked, so tests decide when reloads happen; catalog entrypoints allowed in TEST_ENTRYPOINT_MODULES)."""
     running: list[RunningServer] = []
 
     async def start(**overrides: Any) -> RunningServer:
         # process_user root: many tests run this interpreter, which lives where only root may enter (/root);
         # tests/test_process_identity.py covers the unprivileged default with the system's own programs.
         fields: dict[str, Any] = {"grpc_address": "127.0.0.1:0", "watch_catalog": False, "process_user": "root",
-                                  "data_dir": str(tmp_path_factory.mktemp("data"))}
+                                  "data_dir": str(tmp_path_factory.mktemp("data")),
+                                  "python_entrypoint_modules": TEST_ENTRYPOINT_MODULES}
         fields.update(overrides)
         if "catalog_dirs" in fields:
             fields["catalog_dirs"] = tuple(str(d) for d in fields["catalog_dirs"])

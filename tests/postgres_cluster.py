@@ -18,6 +18,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,19 @@ class PostgresCluster:
         self.execute(f"CREATE DATABASE {name}")
         return name
 
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        # Durability off: the cluster lives for one test session. The socket directory is ours, not /run.
+        options = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.directory} -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off")
+        _run([str(POSTGRES_BIN / "pg_ctl"), "--pgdata", str(self.data_dir), "--log", str(self.directory / "server.log"),
+              "--wait", "--timeout", "60", "--options", options, "start"], _as_server_user(), self.directory)
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server and wait until it has: `fast` cuts every connection, as a restart or failover does."""
+        _run([str(POSTGRES_BIN / "pg_ctl"), "--pgdata", str(self.data_dir), "--mode", mode, "--wait", "stop"],
+             _as_server_user(), self.directory)
+
 
 def _free_port() -> int:
     with socket.socket() as probe:
@@ -91,6 +105,14 @@ def _run(argv: list[str], as_user: dict[str, Any], directory: Path) -> None:
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[PostgresCluster]:
+    with throwaway_cluster() as cluster:
+        yield cluster
+
+
+@contextmanager
+def throwaway_cluster() -> Iterator[PostgresCluster]:
+    """A new cluster, running until the block ends, then stopped and removed (the session's, or one of a test
+    that stops and starts it)."""
     initdb, pg_ctl = POSTGRES_BIN / "initdb", POSTGRES_BIN / "pg_ctl"
     if not (initdb.exists() and pg_ctl.exists()):
         pytest.fail(f"PostgreSQL server programs not found in {POSTGRES_BIN}: install postgresql-15 "
@@ -107,12 +129,8 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
             os.chown(password_file, as_user["user"], as_user["group"])
         _run([str(initdb), "--pgdata", str(cluster.data_dir), "--username", SUPERUSER, "--pwfile", str(password_file),
               "--auth", "scram-sha-256", "--encoding", "UTF8", "--no-sync"], as_user, directory)
-        # Durability off: the cluster lives for one test session. The socket directory is ours, not /run.
-        options = (f"-c listen_addresses=127.0.0.1 -p {cluster.port} -k {directory} -c fsync=off "
-                   "-c synchronous_commit=off -c full_page_writes=off")
         started = True
-        _run([str(pg_ctl), "--pgdata", str(cluster.data_dir), "--log", str(directory / "server.log"), "--wait",
-              "--timeout", "60", "--options", options, "start"], as_user, directory)
+        cluster.start()
         yield cluster
     finally:
         if started:

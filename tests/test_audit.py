@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 import toolhost
-from toolhost_server.audit import AuditRecord, AuditTrail
+from toolhost_server.audit import AuditRecord, AuditTrail, estimated_size
 from toolhost_server.store.audit_table import AuditTable
 from toolhost_server.store.database import Store
 
@@ -66,7 +66,8 @@ async def test_secrets_a_caller_puts_in_the_fields_it_chooses_never_reach_the_au
 
 async def test_a_cancelled_call_is_recorded_as_cancelled(start_server, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="toolhost.audit")
-    write_tool(tmp_path, "nap", "name: nap\ndescription: Sleeps.\nrunner: {type: python, entrypoint: 'asyncio:sleep'}\n"
+    write_tool(tmp_path, "nap", "name: nap\ndescription: Sleeps.\n"
+               "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:nap'}\n"
                "parameters: [{name: delay, type: number, required: true}]\n")
     server = await start_server(catalog_dirs=[tmp_path])
     async with toolhost.AsyncClient(server.target) as client:
@@ -108,12 +109,18 @@ async def test_close_returns_when_a_full_batch_woke_the_writer_just_before():
 
 
 async def test_a_store_that_falls_behind_drops_the_oldest_and_counts_them():
-    trail = AuditTrail(lambda batch: None, batch_size=1000, flush_seconds=60, max_waiting=5)
+    records = [AuditRecord(datetime.now(UTC), "c", "token", "echo", str(index), "", 1.0, "OK", ())
+               for index in range(8)]
+    stored: list[list[AuditRecord]] = []
+    # Room for five records of this size: the bound is in bytes, each record's estimated once.
+    trail = AuditTrail(stored.append, batch_size=1000, flush_seconds=60,
+                       max_waiting_bytes=5 * estimated_size(records[0]))
     trail.start()
-    for index in range(8):
-        trail.record(AuditRecord(datetime.now(UTC), "c", "token", "echo", str(index), "", 1.0, "OK", ()))
+    for record in records:
+        trail.record(record)
     assert trail.dropped == 3
     await trail.close()
+    assert [r.call_id for batch in stored for r in batch] == ["3", "4", "5", "6", "7"]
 
 
 @pytest.fixture(params=DATABASES)

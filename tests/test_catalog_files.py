@@ -69,6 +69,20 @@ HEAD = "name: x\ndescription: d\n"
                      id="tag-on-a-continuation-line"),
         pytest.param("# A comment first.\n\nname: x\n", 3, "`description` is required", id="missing-top-level-key"),
         pytest.param(HEAD + "runner:\n  type: teleport\n", 4, "unknown runner type", id="runner-refused-by-loader"),
+        # Found by tests/fuzz/test_fuzz_catalog_yaml.py: each loaded and then broke the start or a Reload, or
+        # escaped as an exception with no line.
+        pytest.param(HEAD + "implementation: echo\ntimeout_seconds: .nan\n", 4, "positive, finite number",
+                     id="timeout-nan"),
+        pytest.param(HEAD + "implementation: echo\ntimeout_seconds: .inf\n", 4, "positive, finite number",
+                     id="timeout-infinite"),
+        pytest.param(HEAD + "implementation: echo\nversion: !!timestamp x\n", 4, "as tag:yaml.org,2002:timestamp",
+                     id="tag-its-constructor-cannot-read"),
+        pytest.param(HEAD + "implementation: echo\nversion: 0x" + "f" * 5000 + "\n", 4, "must fit in 64 bits",
+                     id="hex-number-too-long-to-print"),
+        pytest.param(HEAD + "implementation: echo\nintents:\n  - 'a{4294967296}'\n", 5, "repetition number",
+                     id="intent-repetition-overflow"),
+        pytest.param(HEAD + "parameters:\n  - name: a\n  - name: b\n    pattern: '['\n", 5,
+                     "parameter 'b' is not a valid JSON Schema", id="pattern-that-does-not-compile"),
     ],
 )
 def test_a_mistake_is_reported_at_its_own_line(tmp_path, body, line, reason):

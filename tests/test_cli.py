@@ -26,16 +26,16 @@ from helpers.cli import Run, cli_env, toolhost, toolhost_offline
 from helpers.servers import RunningServer, ServerFactory, ServerProcess
 
 TOOLS = {
-    "nap": ("Sleeps for `delay` seconds.", "asyncio:sleep", "[{name: delay, type: number, required: true}]"),
-    "parse_json": ("Parses JSON text.", "json:loads", "[{name: s, type: string, required: true}]"),
-    "to_text": ("Writes an integer as text.", "builtins:str", "[{name: object, type: integer, required: true}]"),
+    "nap": ("Sleeps for `delay` seconds.", "nap", "[{name: delay, type: number, required: true}]"),
+    "parse_json": ("Parses JSON text.", "parse_json", "[{name: s, type: string, required: true}]"),
+    "to_text": ("Writes an integer as text.", "to_text", "[{name: object, type: integer, required: true}]"),
 }
 # Several hundred characters, as real tools describe themselves; its parameter's description is long too.
 LONG_DESCRIPTION = " ".join(f"Sentence {i} of a description that goes on and on." for i in range(1, 9)) + " The end."
 LONG_TOOL = f"""\
 name: long_winded
 description: {LONG_DESCRIPTION}
-runner: {{type: python, entrypoint: 'builtins:str'}}
+runner: {{type: python, entrypoint: 'toolhost_server.tools.samples:to_text'}}
 parameters:
   - {{name: object, type: string, description: "{LONG_DESCRIPTION}"}}
 """
@@ -43,7 +43,7 @@ TYPED_TOOL = """\
 name: typed
 description: Shows the types of its arguments.
 category: testing
-runner: {type: python, entrypoint: 'builtins:dict'}
+runner: {type: python, entrypoint: 'toolhost_server.tools.samples:return_arguments'}
 parameters:
   - {name: count, type: integer, required: true}
   - {name: ratio, type: number}
@@ -63,10 +63,11 @@ async def server(start_server: ServerFactory, tmp_path: Path) -> RunningServer:
     write_tool(catalog, "chatty", (
         "name: chatty\ndescription: Writes to both streams.\n"
         "runner: {type: script, script: \"#!/bin/sh\\necho out one\\necho err one >&2\\nprintf 'out two'\\n\"}\n"))
-    for name, (description, entrypoint, parameters) in TOOLS.items():
+    for name, (description, function, parameters) in TOOLS.items():
         write_tool(catalog, name, (
             f"name: {name}\ndescription: {description}\n"
-            f"runner: {{type: python, entrypoint: '{entrypoint}'}}\nparameters: {parameters}\n"))
+            f"runner: {{type: python, entrypoint: 'toolhost_server.tools.samples:{function}'}}\n"
+            f"parameters: {parameters}\n"))
     return await start_server(catalog_dirs=[catalog])
 
 

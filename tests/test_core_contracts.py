@@ -21,7 +21,7 @@ from toolhost_server.api.remote_client import HOPS_METADATA_KEY
 from toolhost_server.tools.base import ToolOutput
 
 from helpers.catalogs import versioned_tool, write_tool
-from helpers.servers import RunningServer
+from helpers.servers import TEST_ENTRYPOINT_MODULES, RunningServer
 from helpers.status import error_details
 from helpers.waiting import HANG_GUARD_SECONDS, until, within
 
@@ -215,11 +215,11 @@ async def test_concurrent_reloads_run_one_at_a_time_in_the_order_asked(start_ser
     module = f"held_load_{key}"
     (modules / f"{module}.py").write_text(
         f"import test_core_contracts\ntest_core_contracts.LOAD_GATES[{key!r}].hold()\n"
-        "from toolhost_server.tools.samples import greet\n")
+        "def greet(name):\n    return f'Hello, {name}.'\n")  # defined here: a re-export is no entrypoint
     monkeypatch.syspath_prepend(str(modules))
     catalog = tmp_path / "catalog"
     write_tool(catalog, "versioned", versioned_tool(0))
-    server = await start_server(catalog_dirs=[catalog])
+    server = await start_server(catalog_dirs=[catalog], python_entrypoint_modules=(*TEST_ENTRYPOINT_MODULES, module))
     start = server.toolhost.registry.snapshot.generation
     watch = server.stub.WatchTools(tool_service_pb2.WatchToolsRequest())
     assert (await within(watch.read(), "the current generation")).generation == start

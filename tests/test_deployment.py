@@ -1,6 +1,6 @@
 """The deployment files: the Dockerfile linted and its references checked, its health check run against real
 servers, docker-compose.yml against the spec, the Kubernetes manifests against the Kubernetes schemas and
-against what the server needs.
+against what the server needs, and what each exposes beyond loopback against the server's exposure rules.
 
 No Docker engine or cluster runs here, so the image is not built and the manifests are not applied in the
 tests: everything around them is checked instead (hadolint, every file the Dockerfile copies, the versions it
@@ -12,7 +12,6 @@ settings each container's environment gives the server, loaded and checked like 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import re
 import shlex
 import signal
@@ -26,14 +25,13 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from toolhost_server.api.tls import CertificateFiles
-from toolhost_server.audit import AuditTrail
-from toolhost_server.auth import check_exposure
+from toolhost_server.auth import UnsafeExposureError, check_exposure, is_loopback_host
 from toolhost_server.auth.auth_file import read_auth_file
 from toolhost_server.config import SETTINGS, Config, load_config
-from toolhost_server.logs.database import DatabaseLogHandler
 from toolhost_server.store.errors import StoreKeyError
 from toolhost_server.store.keys import parse_store_key
+from toolhost_server.tls_files import TlsFiles
+from toolhost_server.web.metrics_token import load_metrics_token
 
 from helpers.certificates import CertificateAuthority
 from helpers.servers import ServerProcess
@@ -112,6 +110,34 @@ def test_the_dockerfile_sets_only_real_settings():
         assert variable in SETTING_VARIABLES, f"{variable} is no setting of the server"
 
 
+def image_environment() -> dict[str, str]:
+    """The TOOLHOST_* variables the image's ENV sets."""
+    variables = {}
+    for instruction, arguments in final_stage():
+        if instruction == "ENV":
+            for word in shlex.split(arguments):
+                name, _, value = word.partition("=")
+                variables[name] = value
+    return {name: value for name, value in variables.items() if name.startswith("TOOLHOST_")}
+
+
+def test_the_image_listens_beyond_loopback_only_when_protected():
+    image = image_environment()
+    assert image["TOOLHOST_GRPC_ADDRESS"].startswith("0.0.0.0:")
+    assert image["TOOLHOST_HTTP_ADDRESS"].startswith("0.0.0.0:")
+    protected = {"TOOLHOST_TLS_CERT_FILE": "/tls/tls.crt", "TOOLHOST_TLS_KEY_FILE": "/tls/tls.key",
+                 "TOOLHOST_AUTH_FILE": "/auth/auth.yaml"}
+    with pytest.raises(UnsafeExposureError):
+        check_exposure(load_config(environ=image))
+    # gRPC's protection is not HTTP's: its auth file tells gRPC callers apart, and /metrics would answer anyone.
+    with pytest.raises(UnsafeExposureError, match="http_address"):
+        check_exposure(load_config(environ={**image, **protected}))
+    for environment in ({**protected, "TOOLHOST_METRICS_TOKEN_FILE": "/metrics/token"},
+                        {**protected, "TOOLHOST_TLS_CLIENT_CA_FILE": "/tls/ca.crt"},
+                        {"TOOLHOST_INSECURE": "true"}):
+        check_exposure(load_config(environ={**image, **environment}))
+
+
 # --- The health check script, run against real servers --------------------------------------------------------
 
 async def healthcheck(environment: Mapping[str, str], *arguments: str) -> int:
@@ -128,18 +154,22 @@ async def healthcheck(environment: Mapping[str, str], *arguments: str) -> int:
 async def test_the_healthcheck_passes_on_a_serving_server_and_fails_on_a_draining_or_stopped_one():
     server = ServerProcess(env={"TOOLHOST_SHUTDOWN_DELAY_SECONDS": "60"})
     port = await server.start()
+    address = {"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}
     try:
-        assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}) == 0
+        assert await healthcheck(address) == 0
+        assert await healthcheck(address, "--live") == 0
         # The image's address, every interface, is probed on loopback.
         assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"0.0.0.0:{port}"}) == 0
         assert server.process is not None
         server.process.send_signal(signal.SIGTERM)
         # Logged in the step of the server's event loop that turns health NOT_SERVING: no probe comes between.
         await server.wait_for_log(rb"health is NOT_SERVING")
-        assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}) == 4  # NOT_SERVING: not ready
+        assert await healthcheck(address) == 4  # NOT_SERVING: not ready
+        assert await healthcheck(address, "--live") == 0  # but alive: a liveness probe lets it drain
     finally:
         await server.stop()
-    assert await healthcheck({"TOOLHOST_GRPC_ADDRESS": f"127.0.0.1:{port}"}) == 2  # nobody listens
+    assert await healthcheck(address) == 2  # nobody listens
+    assert await healthcheck(address, "--live") == 2
 
 
 @pytest.fixture(scope="module")
@@ -208,6 +238,12 @@ def test_compose_mounts_what_exists_and_wires_traces_and_metrics():
     environment = toolhost["environment"]
     for variable in environment:
         assert variable.startswith("OTEL_") or variable in SETTING_VARIABLES, variable
+    # No TLS or tokens on Compose's private network, said explicitly (the server refuses otherwise), and nothing
+    # published beyond the host's loopback.
+    settings = {name: value for name, value in environment.items() if name.startswith("TOOLHOST_")}
+    check_exposure(load_config(environ={**image_environment(), **settings}))
+    assert settings["TOOLHOST_INSECURE"] == "true"
+    assert all(port.startswith("127.0.0.1:") for service in services.values() for port in service.get("ports", []))
     # The example catalog is mounted where the server reads its catalog, so edits reload it.
     catalog_mount = next(v for v in toolhost["volumes"] if "catalog/examples" in v)
     assert catalog_mount.split(":")[1] == environment["TOOLHOST_CATALOG_DIRS"]
@@ -391,7 +427,7 @@ def test_every_configmap_secret_and_service_account_a_manifest_names_is_shipped(
             container = toolhost_container(pod_spec)
             config = container_config(container, shipped)
             for file in (config.tls_cert_file, config.tls_key_file, config.tls_client_ca_file, config.auth_file,
-                         config.store_key_file):
+                         config.store_key_file, config.metrics_token_file):
                 if file:
                     mounted_file(pod_spec, container, file, shipped)
     assert named >= 8
@@ -405,6 +441,8 @@ def test_the_sidecar_shares_a_trusted_socket_and_drains_before_it_is_killed(tmp_
     config = container_config(sidecar, shipped)
     check_exposure(config)  # the server would start with these settings
     assert config.trusted_unix_socket and config.grpc_address.startswith("127.0.0.1:")
+    # No TLS in this Pod: HTTP (/metrics names every tool) stays on its loopback too.
+    assert not config.tls_cert_file and is_loopback_host(config.http_address.rpartition(":")[0])
     socket_dir = str(Path(config.unix_socket).parent)
     app = next(c for c in pod["containers"] if c["name"] != "toolhost")
     app_target = next(e["value"] for e in app["env"] if e["name"] == "TOOLHOST_TARGET")
@@ -439,13 +477,53 @@ def test_the_standalone_service_is_headless_and_its_replicas_rebalance_and_authe
     pod = deployment["template"]["spec"]
     container = toolhost_container(pod)
     config = container_config(container, shipped)
-    check_exposure(config)  # TLS and an auth file: the server accepts a non-loopback address
+    check_exposure(config)  # TLS, an auth file and a metrics token: the server accepts non-loopback addresses
     assert config.grpc_address.startswith("0.0.0.0:") and config.tls_cert_file and config.auth_file
+    assert config.http_address.startswith("0.0.0.0:") and config.metrics_token_file and not config.insecure
+    # Nothing invites a scrape without the token: the annotation-driven jobs send none.
+    assert not any(key.startswith("prometheus.io/")
+                   for key in deployment["template"]["metadata"].get("annotations", {}))
     assert config.database_url.startswith("postgresql://")
     assert config.max_connection_age_seconds > 0
     secrets = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
     assert set(secrets) >= {"TOOLHOST_DATABASE_URL", "TOOLHOST_STORE_KEY"}  # never literal values
     assert pod["terminationGracePeriodSeconds"] > config.shutdown_delay_seconds + config.shutdown_grace_seconds
+
+
+SERVICE_MONITOR = K8S / "servicemonitor.yaml"
+
+
+def test_the_service_monitor_scrapes_every_replica_over_https_with_the_metrics_token():
+    kustomization = yaml.safe_load(KUSTOMIZATION.read_text())
+    assert SERVICE_MONITOR.name not in kustomization["resources"]  # its kind exists only with the operator
+    monitor = the(SERVICE_MONITOR, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    shipped = shipped_with(STANDALONE)
+    service = the(STANDALONE, "Service")
+    [pod] = pod_specs(STANDALONE)
+    container = toolhost_container(pod)
+    config = container_config(container, shipped)
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # The Service's http port, which is the server's http_address.
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["endpoints"]
+    service_port = next(p for p in service["spec"]["ports"] if p["name"] == endpoint["port"])
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container_ports[service_port["targetPort"]] == int(config.http_address.rpartition(":")[2])
+    assert endpoint["path"] == "/metrics" and endpoint["scheme"] == "https" and config.tls_cert_file
+    # The token Prometheus sends is the one the server reads: the same key of the same Secret.
+    assert endpoint["authorization"]["type"] == "Bearer"
+    credentials = endpoint["authorization"]["credentials"]
+    token_dir, _, token_key = config.metrics_token_file.rpartition("/")
+    assert (volumes[mounts[token_dir]]["secret"]["secretName"], token_key) == (credentials["name"], credentials["key"])
+    # Verified, with the CA in the Secret of the server's certificate, under the name that certificate is for.
+    tls = endpoint["tlsConfig"]
+    ca = tls["ca"]["secret"]
+    assert volumes[mounts[config.tls_cert_file.rpartition("/")[0]]]["secret"]["secretName"] == ca["name"]
+    assert ca["key"] in object_data(shipped["Secret", ca["name"]])
+    assert re.fullmatch(re.escape(service["metadata"]["name"]) + r"\.[a-z0-9-]+\.svc", tls["serverName"])
+    assert "insecureSkipVerify" not in tls
 
 
 def test_the_shipped_secrets_are_placeholders_the_server_refuses_and_the_examples_are_valid(tmp_path):
@@ -460,7 +538,10 @@ def test_the_shipped_secrets_are_placeholders_the_server_refuses_and_the_example
     for setting in ("tls_cert_file", "tls_key_file"):
         (tmp_path / setting).write_text(mounted_file(pod, container, getattr(config, setting), shipped))
     with pytest.raises(ValueError, match="no PEM"):
-        CertificateFiles(tmp_path / "tls_cert_file", tmp_path / "tls_key_file", None)
+        TlsFiles(tmp_path / "tls_cert_file", tmp_path / "tls_key_file").read()
+    (tmp_path / "metrics-token").write_text(mounted_file(pod, container, config.metrics_token_file, shipped))
+    with pytest.raises(OSError, match="metrics_token_file"):
+        load_metrics_token(str(tmp_path / "metrics-token"))
     # The auth file is valid, and as shipped admits no token and no certificate.
     (tmp_path / "auth.yaml").write_text(mounted_file(pod, container, config.auth_file, shipped))
     table = read_auth_file(tmp_path / "auth.yaml")
@@ -541,7 +622,7 @@ def test_the_network_policy_lets_in_only_labelled_clients_and_monitoring_and_out
     assert [peer["ipBlock"]["cidr"] for rule in tools for peer in rule["to"]] == ["192.0.2.0/24", "2001:db8::/32"]
 
 
-def test_every_toolhost_container_is_locked_down_and_probed_by_grpc_health_and_its_http_port():
+def test_every_toolhost_container_is_locked_down_and_probed_the_ways_its_listeners_allow():
     for path in (SIDECAR, STANDALONE):
         shipped = shipped_with(path)
         for pod in pod_specs(path):
@@ -555,16 +636,26 @@ def test_every_toolhost_container_is_locked_down_and_probed_by_grpc_health_and_i
                 assert {"requests", "limits"} <= set(container["resources"]), (path.name, container["name"])
             container = toolhost_container(pod)
             config = container_config(container, shipped)
-            http_port = int(config.http_address.rpartition(":")[2])
-            ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-            assert ports["http"] == http_port
+            check_exposure(config)  # the server starts with these settings
+            http_host, _, http_port = config.http_address.rpartition(":")
+            ports = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
             # Startup and readiness by gRPC health, with the server's TLS (the image's script, run in the
-            # container); liveness on /healthz, which answers while the server drains: a draining pod is not
-            # killed early.
+            # container).
             for probe in ("startupProbe", "readinessProbe"):
                 assert container[probe]["exec"] == {"command": ["healthcheck"]}
                 assert container[probe]["timeoutSeconds"] >= 5  # the script's connect and RPC timeouts, 2 s each
-            assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+            # Liveness answers while the server drains, so a draining pod is not killed early: /healthz where the
+            # kubelet can reach it (over HTTPS, unverified, when the server has TLS; the kubelet has no client
+            # certificate to present), else the script's --live check.
+            liveness = container["livenessProbe"]
+            if is_loopback_host(http_host) or config.tls_client_ca_file:
+                assert liveness["exec"] == {"command": ["healthcheck", "--live"]}
+                assert liveness["timeoutSeconds"] >= 5
+                assert "http" not in ports or not is_loopback_host(http_host)  # a port nobody outside reaches
+            else:
+                assert ports["http"] == int(http_port)
+                expected = {"path": "/healthz", "port": "http"} | ({"scheme": "HTTPS"} if config.tls_cert_file else {})
+                assert liveness["httpGet"] == expected
             mounts = {m["mountPath"] for m in container["volumeMounts"]}
             assert {"/tmp", config.data_dir} <= mounts  # writable places on a read-only root filesystem
             for variable in (e["name"] for e in container["env"]):
@@ -582,33 +673,29 @@ HELD_PER_KEPT_BYTE = 20
 # The tool's own process counts in the container's memory: df, ping, traceroute ~2 MiB each; a Python script
 # ~14 MiB (a catalog of such tools needs a lower max_in_flight_calls or a higher limit).
 TOOL_PROCESS_BYTES = 8 * MiB
-# A log record in the ring (an audit line: 1.6 KiB measured), and waiting for the database: an audit record
-# (0.4 KiB) and a log record (0.9 KiB).
+# A log record in the ring (an audit line: 1.6 KiB measured). Records waiting for the database are bounded by
+# store_buffer_bytes per table, counted by estimates that err high (batching.py).
 RING_RECORD_BYTES = 4 * 1024
-QUEUED_AUDIT_RECORD_BYTES = 1024
-QUEUED_LOG_RECORD_BYTES = 2 * 1024
 # The idle server (85 MiB measured, with the log table and OTLP export on) with room for the PostgreSQL driver
-# and a larger catalog, and the exec probe (sh and grpc-health-probe: 13 MiB measured).
+# and a larger catalog, and an exec probe (sh and grpc-health-probe: 13 MiB measured), for each that may run at
+# once (readiness and liveness; startup runs before them).
 IDLE_SERVER_BYTES = 160 * MiB
 PROBE_BYTES = 16 * MiB
 
 
-def max_waiting(writer: type) -> int:
-    """The bound of a batch writer's queue: its constructor's default, which the server uses."""
-    default = inspect.signature(writer).parameters["max_waiting"].default
-    assert isinstance(default, int)
-    return default
+def exec_probes_at_once(container: dict[str, Any]) -> int:
+    return max(1, sum("exec" in container.get(probe, {}) for probe in ("readinessProbe", "livenessProbe")))
 
 
-def worst_case_memory(config: Config, catalog: Mapping[str, str]) -> int:
-    """The most the server can hold with `config`, serving `catalog`, in bytes (see the constants above)."""
+def worst_case_memory(config: Config, catalog: Mapping[str, str], exec_probes: int) -> int:
+    """The most the server can hold with `config`, serving `catalog`, probed by `exec_probes` at once, in bytes
+    (see the constants above)."""
     tool_limits = [yaml.safe_load(text).get("max_output_bytes") for text in catalog.values()]
     kept_per_stream = max([config.max_output_bytes, *(limit for limit in tool_limits if limit)])
     calls = config.max_in_flight_calls * (2 * kept_per_stream * HELD_PER_KEPT_BYTE + TOOL_PROCESS_BYTES)
     ring = config.log_memory_records * RING_RECORD_BYTES
-    queues = (max_waiting(AuditTrail) * QUEUED_AUDIT_RECORD_BYTES if config.audit_database else 0) \
-        + (max_waiting(DatabaseLogHandler) * QUEUED_LOG_RECORD_BYTES if config.log_database else 0)
-    return calls + ring + queues + IDLE_SERVER_BYTES + PROBE_BYTES
+    queues = config.store_buffer_bytes * (int(config.audit_database) + int(config.log_database))
+    return calls + ring + queues + IDLE_SERVER_BYTES + exec_probes * PROBE_BYTES
 
 
 def quantity_bytes(quantity: str) -> int:
@@ -626,7 +713,7 @@ def test_the_memory_limit_covers_what_the_settings_let_the_server_hold():
             catalog_volume = next(v for v in pod["volumes"] if v["name"] == next(
                 m["name"] for m in container["volumeMounts"] if m["mountPath"] == config.catalog_dirs[0]))
             catalog = object_data(shipped["ConfigMap", catalog_volume["configMap"]["name"]])
-            worst = worst_case_memory(config, catalog)
+            worst = worst_case_memory(config, catalog, exec_probes_at_once(container))
             limit = quantity_bytes(container["resources"]["limits"]["memory"])
             assert worst <= limit, f"{path.name}: the server may hold {worst / MiB:.0f} MiB, over its limit"
             # The manifest shows the same sum next to the limit.

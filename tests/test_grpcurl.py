@@ -139,8 +139,9 @@ def test_the_readme_documents_every_rpc_and_both_health_checks():
 @pytest.mark.server
 @pytest.mark.slow
 async def test_each_documented_command_runs_as_written(command):
-    # A real `toolhost serve` on its bundled catalog, as after `make run`; its log is what LogService reads.
-    server = ServerProcess()
+    # A real `toolhost serve` on its bundled catalog, as after `make run` (which opens loopback to the network
+    # tools, for the tcp_port_check line); its log is what LogService reads.
+    server = ServerProcess(env={"TOOLHOST_EGRESS_OPEN": "127.0.0.0/8,::1/128"})
     await server.start()
     try:
         await run_documented(command, server.target)

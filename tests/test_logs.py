@@ -211,6 +211,49 @@ def test_the_memory_ring_keeps_the_newest_records_up_to_its_capacity():
     assert {r.source for r in result.records} == {"memory"}
 
 
+def test_the_memory_ring_keeps_the_newest_records_within_its_byte_bound():
+    ring = MemoryRingHandler(capacity=1000, max_bytes=50_000)
+    for index in range(100):
+        emit(ring, BASE + timedelta(seconds=index), f"record {index:03} " + "x" * 2000)
+    held = ring.records()
+    # The byte bound decided, not the count: the newest records, as many as fit and no fewer.
+    assert 0 < len(held) < 100
+    assert [r.message[:10] for r in held] == [f"record {i:03}" for i in range(100 - len(held), 100)]
+    assert len(held) * 2000 <= ring.held_bytes <= 50_000
+    assert ring.held_bytes + ring.held_bytes / len(held) > 50_000
+    ring.resize(1000, 25_000)  # shrinking keeps the newest
+    assert [r.message[:10] for r in ring.records()] == [r.message[:10] for r in held[-len(ring.records()):]]
+    assert ring.held_bytes <= 25_000 and 0 < len(ring.records()) < len(held)
+
+
+def test_the_memory_ring_counts_arguments_and_extra_fields_in_a_records_size():
+    ring = MemoryRingHandler(capacity=10, max_bytes=10_000_000)
+    emit(ring, BASE, "plain")
+    plain = ring.held_bytes
+    emit(ring, BASE, "keys", audit={"argument_keys": [f"{i:02}" + "k" * 62 for i in range(64)]}, _extras_final=True)
+    with_keys = ring.held_bytes - plain
+    record = logging.LogRecord("app", logging.INFO, __file__, 1, "value %s", ("v" * 10_000,), None)
+    ring.handle(record)
+    with_argument = ring.held_bytes - plain - with_keys
+    assert with_keys >= 64 * 64 + plain and with_argument >= 10_000 + plain
+
+
+def test_a_record_larger_than_the_byte_bound_leaves_a_notice_and_the_other_records_in_the_ring():
+    # Kept, it would push every other record out and still break the bound.
+    ring = MemoryRingHandler(capacity=100, max_bytes=20_000)
+    for second in range(3):
+        emit(ring, BASE + timedelta(seconds=second), f"small {second}")
+    emit(ring, BASE + timedelta(seconds=3), "huge " + "y" * 50_000, logging.WARNING, name="app.huge")
+    emit(ring, BASE + timedelta(seconds=4), "small 4")
+    records = ring.records()
+    assert [r.message for r in records[:3]] + [records[4].message] == ["small 0", "small 1", "small 2", "small 4"]
+    notice = records[3]
+    assert (notice.time, notice.level, notice.logger) == (BASE + timedelta(seconds=3), "WARNING", "app.huge")
+    assert "larger than log_memory_bytes" in notice.message and "yyyy" not in notice.message
+    assert notice.fields["dropped_record_bytes"] > 50_000
+    assert ring.held_bytes <= 20_000
+
+
 class Payload:
     """A caller's object, logged as an argument or held by a failing frame."""
 

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
+import secrets
+import ssl
+
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import toolhost
+from toolhost_server.config import Config
 from toolhost_server.telemetry.metrics import ToolhostMetrics
 from toolhost_server.web.app import create_http_app
-from toolhost_server.web.server import HttpServer
+from toolhost_server.web.server import HttpServer, create_http_server
 
 from helpers.catalogs import write_tool
+from helpers.certificates import CertificateAuthority
 from helpers.servers import ServerProcess
 
 
@@ -47,6 +53,34 @@ async def test_the_http_app_serves_metrics_and_health():
     assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", call_tool)))] == 1
     assert ("ai_tools_count", ()) in values and ("ai_tools_reload_total", ()) in values
     assert (live.status_code, ready_answer.status_code, draining.status_code) == (200, 200, 503)
+
+
+async def test_prometheus_scrapes_over_tls_with_the_metrics_token_as_it_would_without(tmp_path):
+    """What a scrape job with `scheme: https`, `authorization: {credentials_file: ...}` and `tls_config: {ca_file:
+    ...}` gets: the same exposition as a plaintext scrape."""
+    authority = CertificateAuthority(tmp_path / "pki")
+    server_pair = authority.issue_server("server")
+    token = secrets.token_urlsafe(32)
+    (tmp_path / "token").write_text(f"{token}\n")
+    metrics = ToolhostMetrics()
+    metrics.call_finished("echo", "TIMEOUT", 0.5, truncated=True, redacted=False)
+    config = dataclasses.replace(Config(), http_address="127.0.0.1:0", metrics_token_file=str(tmp_path / "token"),
+                                 tls_cert_file=str(server_pair.certificate), tls_key_file=str(server_pair.key))
+    protected = create_http_server(config, metrics, lambda: True)
+    plain = HttpServer(create_http_app(metrics, lambda: True), "127.0.0.1:0")
+    protected_port, plain_port = await protected.start(), await plain.start()
+    try:
+        verify = ssl.create_default_context(cafile=str(authority.certificate))
+        async with httpx.AsyncClient(verify=verify, headers={"authorization": f"Bearer {token}"}) as scraper:
+            scraped = await scraper.get(f"https://127.0.0.1:{protected_port}/metrics")
+        async with httpx.AsyncClient() as scraper:
+            reference = await scraper.get(f"http://127.0.0.1:{plain_port}/metrics")
+    finally:
+        await protected.stop()
+        await plain.stop()
+    assert scraped.status_code == 200 and scraped.headers["content-type"] == reference.headers["content-type"]
+    assert samples(scraped.text) == samples(reference.text)
+    assert samples(scraped.text)[("toolhost_tool_calls_total", (("outcome", "TIMEOUT"), ("tool", "echo")))] == 1
 
 
 async def test_a_busy_http_port_fails_the_start_with_the_setting_to_change():

@@ -25,12 +25,22 @@ from google.protobuf import json_format
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.catalog.builtins import discover_builtin_definitions
 from toolhost_server.model import ToolSpec
+from toolhost_server.tools.egress import ALLOW_ENV, DENY_ENV, OPEN_ENV
 
 from helpers.calls import call
 from helpers.http_servers import serving_http
 from helpers.waiting import within
 
 NETWORK_TOOLS = ("dns_lookup", "tcp_port_check", "http_check", "shell_ping", "traceroute")
+
+
+@pytest.fixture(autouse=True)
+def loopback_opened(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The servers these tools talk to listen on loopback, which the egress policy keeps closed until an
+    operator opens it (tests/test_egress.py). In-process servers read the policy from this environment."""
+    monkeypatch.setenv(OPEN_ENV, "127.0.0.0/8,::1/128")
+    monkeypatch.delenv(DENY_ENV, raising=False)
+    monkeypatch.delenv(ALLOW_ENV, raising=False)
 
 
 async def call_ok(server: Any, name: str, **arguments: Any) -> dict[str, Any]:

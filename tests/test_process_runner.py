@@ -30,11 +30,11 @@ from toolhost_server.runners import (
     build_runner,
     process_dirs,
     process_table,
-    process_tree,
 )
 from toolhost_server.runners.process_launch import SAFE_PATH
 from toolhost_server.runners.process_output import CappedStream
 from toolhost_server.runners.process_reaper import spawned_leaders
+from toolhost_server.runners.process_signals import signal_processes
 from toolhost_server.runners.process_tree import ProcessTree
 from toolhost_server.schema import derive_input_schema
 
@@ -562,7 +562,8 @@ async def test_stopping_cancelled_midway_kills_at_once(tmp_path):
     # As the launcher does: asyncio reaps the leader it spawned, so the tree must leave it alone.
     spawned_leaders.add(child.pid)
     # A grace no test outlives: the stop can only end during the test by killing when cancelled.
-    stopping = asyncio.create_task(ProcessTree(tag, leader=child.pid).stop(grace_seconds=3600))
+    tree_of_call = ProcessTree(tag, leader=child.pid)
+    stopping = asyncio.create_task(tree_of_call.stop(grace_seconds=3600))
     await eventually((tmp_path / "terminated").exists, what="SIGTERM reaching the tree")
     assert len(tree) == 3 and all(map(running, tree)), "the SIGTERM-ignoring processes wait for the grace"
     stopping.cancel()
@@ -571,6 +572,7 @@ async def test_stopping_cancelled_midway_kills_at_once(tmp_path):
     assert leftover_processes(tag) == []
     assert await child.wait() == -9
     spawned_leaders.discard(child.pid)
+    tree_of_call.close()
 
 
 # A daemon no scan can tell from a stranger: it clears its environment (so no marker), leaves the session and
@@ -583,7 +585,8 @@ UNRECOGNISABLE_DAEMON = (
 async def test_daemons_the_server_adopted_are_reaped_whenever_they_exit(start_server, tmp_path):
     add_tool(tmp_path, "daemon", {"type": "process", "argv": ["sh", "-c",
                                                               UNRECOGNISABLE_DAEMON.format(seconds=0.5)]})
-    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2)
+    # Without a cgroup per call, which would stop them with their calls.
+    server = await start_server(catalog_dirs=[tmp_path], kill_grace_seconds=0.2, process_cgroup_parent="off")
     daemons = []
     for _ in range(5):
         response = await call(server, "daemon")
@@ -601,8 +604,11 @@ async def test_daemons_the_server_adopted_are_reaped_whenever_they_exit(start_se
 
 
 async def test_reaping_strays_never_takes_the_exit_status_of_a_call():
-    daemon, tool = direct_runner({"type": "process", "argv": ["sh", "-c", UNRECOGNISABLE_DAEMON.format(seconds=0)]})
-    exits, _ = direct_runner({"type": "process", "argv": ["sh", "-c", "exit 7"]})
+    # Without a cgroup per call, so that the daemons outlive their calls.
+    uncontained = RunnerSettings(kill_grace_seconds=0.2, process_cgroup_parent="off")
+    daemon, tool = direct_runner({"type": "process", "argv": ["sh", "-c", UNRECOGNISABLE_DAEMON.format(seconds=0)]},
+                                 settings=uncontained)
+    exits, _ = direct_runner({"type": "process", "argv": ["sh", "-c", "exit 7"]}, settings=uncontained)
     # Strays die and are reaped while other calls' leaders are being spawned and exit: each call must still
     # get its own leader's status (a stolen one would be reported as 255).
     outcomes = await asyncio.gather(*(daemon.run(Invocation(tool, {}, f"d{i}", 30)) for i in range(10)),
@@ -711,10 +717,10 @@ async def test_a_process_seen_in_an_older_scan_is_not_signalled_once_its_pid_is_
         # The same pid with another start time: what a scan saw of a process that has since exited, its pid
         # reused by the stranger. Then a signal to the stranger as it is: a SIGUSR1 delivered before it (or
         # pending with it: the lower number is handled first) would be reported first.
-        process_tree._signal([dataclasses.replace(seen, start_time=seen.start_time - 1)], signal.SIGUSR1)
-        process_tree._signal([seen], signal.SIGUSR2)
+        signal_processes([dataclasses.replace(seen, start_time=seen.start_time - 1)], signal.SIGUSR1)
+        signal_processes([seen], signal.SIGUSR2)
         assert await within(stranger.stdout.readline(), "the stranger's report of a signal") == b"SIGUSR2\n"
-        process_tree._signal([seen], signal.SIGKILL)
+        signal_processes([seen], signal.SIGKILL)
         assert await within(stranger.wait(), "the stranger's death by SIGKILL") == -signal.SIGKILL
     finally:
         if stranger.returncode is None:

@@ -29,11 +29,12 @@ from helpers.waiting import HANG_GUARD_SECONDS, until, within
 PLAIN_TOOLS = [f"tool_{i:03d}" for i in range(250)]
 NET_TOOLS = [f"net_{i:02d}" for i in range(40)]
 PROBE_TOOLS = NET_TOOLS[::2]
-# Catalog tools that run standard-library functions with the python runner (which passes keyword arguments).
-STDLIB_TOOLS = {
-    "nap": ("Sleeps for `delay` seconds.", "asyncio:sleep", "[{name: delay, type: number, required: true}]"),
-    "parse_json": ("Parses JSON text.", "json:loads", "[{name: s, type: string, required: true}]"),
-    "to_text": ("Writes an integer as text.", "builtins:str", "[{name: object, type: integer, required: true}]"),
+# Catalog tools that run functions of toolhost_server.tools.samples with the python runner (which passes
+# keyword arguments).
+SAMPLE_TOOLS = {
+    "nap": ("Sleeps for `delay` seconds.", "nap", "[{name: delay, type: number, required: true}]"),
+    "parse_json": ("Parses JSON text.", "parse_json", "[{name: s, type: string, required: true}]"),
+    "to_text": ("Writes an integer as text.", "to_text", "[{name: object, type: integer, required: true}]"),
 }
 
 T = TypeVar("T")
@@ -48,10 +49,11 @@ def write_catalog(directory: Path) -> None:
             f"name: {name}\ndescription: Network test tool {name}.\ncategory: network\nplatform: linux\n"
             f"tags: {tags}\nrunner: {{type: python, entrypoint: 'toolhost_server.tools.samples:greet'}}\n"
             "parameters:\n  - {name: name, type: string, required: true}\n"))
-    for name, (description, entrypoint, parameters) in STDLIB_TOOLS.items():
+    for name, (description, function, parameters) in SAMPLE_TOOLS.items():
         write_tool(directory, name, (
             f"name: {name}\ndescription: {description}\n"
-            f"runner: {{type: python, entrypoint: '{entrypoint}'}}\nparameters: {parameters}\n"))
+            f"runner: {{type: python, entrypoint: 'toolhost_server.tools.samples:{function}'}}\n"
+            f"parameters: {parameters}\n"))
 
 
 @pytest.fixture

@@ -84,21 +84,23 @@ func runWithServer(m *testing.M) int {
 
 func writeCatalog(dir string) {
 	files := map[string]string{
-		"nap.yaml": "name: nap\ndescription: Sleeps.\nrunner: {type: python, entrypoint: 'asyncio:sleep'}\n" +
+		"nap.yaml": "name: nap\ndescription: Sleeps.\n" +
+			"runner: {type: python, entrypoint: 'toolhost_server.tools.samples:nap'}\n" +
 			"parameters: [{name: delay, type: number, required: true}]\n",
 		"two_lines.yaml": "name: two_lines\ndescription: Prints two lines.\n" +
 			"runner: {type: script, script: \"#!/bin/sh\\necho one\\nsleep 0.2\\necho two\\n\"}\n",
 		"fails.yaml": "name: fails\ndescription: Exits 3.\nrunner: {type: script, script: \"#!/bin/sh\\necho bad >&2\\nexit 3\\n\"}\n",
-		// dict(**arguments) returns the arguments, defaults filled in, as the call's structured output.
+		// return_arguments returns the arguments, defaults filled in, as the call's structured output.
 		"record.yaml": "name: record\ndescription: Returns its arguments.\n" +
-			"runner: {type: python, entrypoint: 'builtins:dict'}\nparameters:\n" +
+			"runner: {type: python, entrypoint: 'toolhost_server.tools.samples:return_arguments'}\nparameters:\n" +
 			"  - {name: count, type: integer, required: true}\n" +
 			"  - {name: size, type: string, enum: [small, large], default: small}\n" +
 			"  - {name: limit, type: integer, default: 10}\n" +
 			"  - {name: ratio, type: number, enum: [0.5, 2]}\n",
-		// json.loads raises on text that is not JSON: the server logs a WARNING naming the call id.
+		// parse_json raises on text that is not JSON: the server logs a WARNING naming the call id.
 		"parse_json.yaml": "name: parse_json\ndescription: Parses JSON.\n" +
-			"runner: {type: python, entrypoint: 'json:loads'}\nparameters: [{name: s, type: string, required: true}]\n",
+			"runner: {type: python, entrypoint: 'toolhost_server.tools.samples:parse_json'}\n" +
+			"parameters: [{name: s, type: string, required: true}]\n",
 	}
 	for i := range 5 {
 		files[fmt.Sprintf("greet_%d.yaml", i)] = fmt.Sprintf("name: greet_%d\ndescription: Greets.\n"+

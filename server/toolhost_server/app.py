@@ -13,6 +13,7 @@ from contextlib import suppress
 
 from .audit import AuditRecord, AuditTrail
 from .auth import Authenticator, Caller, require_admin
+from .catalog.entrypoints import EntrypointPolicy
 from .catalog.loader import ToolLoader
 from .config import Config
 from .credentials import CredentialResolver
@@ -58,15 +59,20 @@ class Toolhost:
             remote_caller=remote_caller,
             sync_tool_slots=threading.BoundedSemaphore(config.sync_tool_threads),
             process_identity=config.process_identity(),
+            process_cgroup_parent=config.process_cgroup_parent,
             tracer=self.tracing.tracer,
             tool_services=ToolServices(logs=self.logs.inspector),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
-        self.audit = AuditTrail(_audit_store(config), redactor=self.redactor)
-        self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings)
+        self.audit = AuditTrail(_audit_store(config), redactor=self.redactor,
+                                max_waiting_bytes=config.store_buffer_bytes)
+        # EntrypointSettingError when python_entrypoint_modules lists the standard library: no start.
+        self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings,
+                                 EntrypointPolicy.from_setting(config.python_entrypoint_modules))
         # Prometheus metrics of this server only (its own collector registry), served at /metrics.
         self.metrics = ToolhostMetrics()
+        self._observe_buffers()
         self.reloader = Reloader(self.loader, self.registry, self.metrics.observe_reload)
         self.pipeline = CallPipeline(
             self.registry, PipelineSettings(
@@ -78,7 +84,22 @@ class Toolhost:
         self._watcher: CatalogWatcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
 
+    def _observe_buffers(self) -> None:
+        """What waits for the store and for the OTLP collector, and what they lost, in the metrics."""
+        if self.audit.writer is not None:
+            self.metrics.observe_store_writer("audit_records", self.audit.writer.stats)
+        if self.logs.database_handler is not None:
+            self.metrics.observe_store_writer("logs", self.logs.database_handler.writer.stats)
+        if self.tracing.export_queue is not None:
+            self.metrics.observe_export_queue(self.tracing.export_queue.stats)
+
     async def start(self) -> ReloadReport:
+        if self.config.audit_database or self.config.log_database:
+            # Now, not at the first write: a database whose schema is newer than this toolhost stops the start
+            # (StoreSchemaError). Imported here, as in _audit_store.
+            from .store.database import migrate_at_start
+
+            await asyncio.to_thread(migrate_at_start, self.config)
         self.audit.start()
         self.logs.start()
         logger.info("%s", self.tracing.describe())

@@ -2,19 +2,21 @@
 
 A record says who called which tool, when, for how long and how it ended, and which argument keys were
 given — never their values, nor any output. The database write is off the call path: records wait in a
-bounded queue that a background task drains in batches; when the database cannot keep up the oldest waiting
-records are dropped and counted (the log line of each call has been written already).
+queue bounded in bytes (store_buffer_bytes) that a background task drains in batches; while the database is
+down they are kept and written once it is back, and beyond the bound the oldest are dropped and counted (the log
+line of each call has been written already). See batching.py for what is retried and what may be lost.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .batching import BatchWriter
+from .batching import DEFAULT_MAX_WAITING_BYTES, BatchWriter
 from .logs.record import EXTRAS_FINAL
 from .sanitize import REDACTED_BY, LearningRedactor, Redactor, current_redactor
 
@@ -49,11 +51,27 @@ class AuditRecord:
         }
 
 
+# The record object with its datetime, float and tuple, besides its text. A typical record held 0.3 KiB
+# measured with tracemalloc, and is estimated at 0.7 KiB: the estimate errs high (it counts the texts that
+# records share, such as the tool's name, each time).
+_RECORD_OVERHEAD_BYTES = 256
+_TUPLE_SLOT_BYTES = 8
+
+
+def estimated_size(record: AuditRecord) -> int:
+    """Roughly the memory `record` holds, in bytes: what store_buffer_bytes counts."""
+    texts = (record.caller, record.auth_method, record.tool, record.call_id, record.trace_id, record.outcome)
+    keys = record.argument_keys
+    return (_RECORD_OVERHEAD_BYTES + sum(map(sys.getsizeof, texts)) + sum(map(sys.getsizeof, keys))
+            + _TUPLE_SLOT_BYTES * len(keys))
+
+
 class AuditTrail:
     """Where the pipeline reports each call: the log line now, and `store` (if any) later, in batches.
 
-    `store` receives lists of records in a worker thread; an exception there is logged and the batch lost.
-    Call `start()` on the event loop before the first record and `close()` to write what is still waiting.
+    `store` receives lists of records in a worker thread; a batch it cannot write is kept and retried (see
+    BatchWriter), within `max_waiting_bytes`. Call `start()` on the event loop before the first record and
+    `close()` to write what is still waiting.
 
     With `redactor` (the one the log handlers' RedactingLogFilter holds), the log line is redacted here, where
     the few fields a caller chose are known, and the filters pass it on as it is: the generic filter would
@@ -67,33 +85,36 @@ class AuditTrail:
         redactor: Redactor | LearningRedactor | None = None,
         batch_size: int = 500,
         flush_seconds: float = 1.0,
-        max_waiting: int = 50_000,
+        max_waiting_bytes: int = DEFAULT_MAX_WAITING_BYTES,
+        retry_seconds: float = 0.5,
     ) -> None:
         self._redactor = redactor
-        self._writer: BatchWriter[AuditRecord] | None = None
+        self.writer: BatchWriter[AuditRecord] | None = None
+        """What writes the records to `store`, None without one: its stats() are the metrics'."""
         if store is not None:
-            self._writer = BatchWriter(store, what="audit records", logger=logger, batch_size=batch_size,
-                                       flush_seconds=flush_seconds, max_waiting=max_waiting)
+            self.writer = BatchWriter(store, what="audit records", logger=logger, size_of=estimated_size,
+                                      max_waiting_bytes=max_waiting_bytes, batch_size=batch_size,
+                                      flush_seconds=flush_seconds, retry_seconds=retry_seconds)
 
     @property
     def dropped(self) -> int:
-        """Records that never reached the store because too many were waiting."""
-        return self._writer.dropped if self._writer is not None else 0
+        """Records that never reached the store because more than max_waiting_bytes were waiting."""
+        return self.writer.dropped if self.writer is not None else 0
 
     @property
     def failed(self) -> int:
-        """Records the store could not write."""
-        return self._writer.failed if self._writer is not None else 0
+        """Records the store refused, or could not write before close() gave up."""
+        return self.writer.failed if self.writer is not None else 0
 
     def start(self) -> None:
-        if self._writer is not None:
-            self._writer.start()
+        if self.writer is not None:
+            self.writer.start()
 
     def record(self, entry: AuditRecord) -> None:
         if logger.isEnabledFor(logging.INFO):
             self._log(entry)
-        if self._writer is not None:
-            self._writer.add(entry)
+        if self.writer is not None:
+            self.writer.add(entry)
 
     def _log(self, entry: AuditRecord) -> None:
         fields = entry.as_dict()
@@ -115,5 +136,5 @@ class AuditTrail:
 
     async def close(self) -> None:
         """Stop the writer after storing what is waiting."""
-        if self._writer is not None:
-            await self._writer.close()
+        if self.writer is not None:
+            await self.writer.close()

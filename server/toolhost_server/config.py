@@ -42,6 +42,8 @@ class Config:
     kill_grace_seconds: float = 2.0
     # Empty: "nobody" when the server runs as root, else the server's own user (which cannot switch).
     process_user: str = ""
+    # Empty: the server's own cgroup when it may make cgroups there; "off": none (see runners.process_cgroup).
+    process_cgroup_parent: str = ""
     max_output_bytes: int = 1024 * 1024
     max_message_bytes: int = 16 * 1024 * 1024
     pipeline_target: str = ""
@@ -55,6 +57,8 @@ class Config:
     # Empty: text when stderr is a terminal, else json (see logs.formatting.default_log_format).
     log_format: str = ""
     log_memory_records: int = 10_000
+    # The ring's second bound: records are small, but a record may carry up to its fields' limits.
+    log_memory_bytes: int = 64 * 1024 * 1024
     log_files: tuple[str, ...] = ()
     # Empty: the server's own text format (logs.line_parser.DEFAULT_LINE_PATTERN).
     log_file_pattern: str = ""
@@ -67,10 +71,16 @@ class Config:
     credentials_dir: str = ""
     store_key_file: str = ""
     audit_database: bool = True
+    # Per table (audit_records, logs): the records kept in memory while the database is down (batching.py).
+    store_buffer_bytes: int = 32 * 1024 * 1024
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
     auth_file: str = ""
+    # Empty: no token; /metrics is then open to whoever reaches the HTTP listener.
+    metrics_token_file: str = ""
+    # Empty: toolhost_server.tools and the modules of the installed tool packs (see catalog.entrypoints).
+    python_entrypoint_modules: tuple[str, ...] = ()
     trusted_unix_socket: bool = False
     # Serve a non-loopback address without TLS and authentication (a proxy or mesh in front provides them).
     insecure: bool = False
@@ -226,6 +236,9 @@ SETTINGS: tuple[Setting, ...] = (
             _non_negative_float),
     Setting("process_user", "user that process and script tools run as when the server runs as root "
             "(default nobody; 'root' keeps root)", _user),
+    Setting("process_cgroup_parent", "cgroup2 directory in which each process call gets a cgroup of its own, "
+            "killed whole when the call ends; empty: the server's own cgroup when the server may make cgroups "
+            "there; off: none (a call's processes are then found through /proc)", str),
     Setting("max_output_bytes", "bytes of stdout and of stderr kept per call", _positive(int)),
     Setting("max_message_bytes", "largest gRPC message received or sent", _positive(int)),
     Setting("pipeline_target", "toolhost address that runs `source: pipeline` tools", str),
@@ -241,6 +254,8 @@ SETTINGS: tuple[Setting, ...] = (
             "stderr is a terminal, else json", _log_format),
     Setting("log_memory_records", "how many of its own recent log records the server keeps in memory for the log "
             "inspector", _positive(int)),
+    Setting("log_memory_bytes", "upper bound, in bytes, of the records the server keeps in memory (the oldest go "
+            "first when either bound is reached)", _positive(int)),
     Setting("log_files", "log files the inspector reads, paths or globs (repeatable; colon-separated in the "
             "environment)", _list(":")),
     Setting("log_file_pattern", "regular expression for text lines of log_files, with named groups time and "
@@ -261,14 +276,23 @@ SETTINGS: tuple[Setting, ...] = (
             "itself in TOOLHOST_STORE_KEY)", _path),
     Setting("audit_database", "also write each call's audit record to the store's database (batched, off the call "
             "path); the log gets it either way", _bool),
+    Setting("store_buffer_bytes", "upper bound, in bytes, of the records waiting for each of the store's tables "
+            "(audit_records, logs) while the database is slow or down; they are written once it is back, and "
+            "beyond the bound the oldest are dropped, logged and counted in toolhost_store_records_dropped_total",
+            _positive(int)),
     Setting("tls_cert_file", "PEM certificate chain to serve gRPC over TLS (read again when it changes)", str),
     Setting("tls_key_file", "PEM private key of tls_cert_file", str),
     Setting("tls_client_ca_file", "PEM CA certificates; TCP clients must then present a certificate they signed "
             "(mTLS)", str),
     Setting("auth_file", "YAML file of roles, token hashes and certificate entries (read again when it changes)",
             str),
+    Setting("metrics_token_file", "file holding the bearer token /metrics requires (read again when it changes); "
+            "empty: /metrics needs no token", _path),
+    Setting("python_entrypoint_modules", "module prefixes whose functions and Tool classes catalog files may name as "
+            "Python entrypoints (comma-separated); default toolhost_server.tools and the installed tool packs",
+            _list(",")),
     Setting("trusted_unix_socket", "callers on unix_socket are admin without credentials (sidecar mode)", _bool),
-    Setting("insecure", "allow a non-loopback grpc_address without TLS and authentication", _bool),
+    Setting("insecure", "allow a non-loopback grpc_address or http_address without TLS and authentication", _bool),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 

@@ -408,6 +408,10 @@ def _arguments_of(request: CallRequest) -> Mapping[str, Any]:
             parsed = json.loads(request.arguments_json)
         except json.JSONDecodeError as exc:
             raise InvalidRequestError(f"arguments_json is not valid JSON: {exc}") from None
+        except ValueError:  # valid JSON, but a number longer than Python converts (sys.get_int_max_str_digits)
+            raise InvalidRequestError(
+                "arguments_json holds a number of thousands of digits, more than the server reads; send it as a "
+                "string") from None
         except RecursionError:
             raise InvalidRequestError(
                 f"arguments_json is nested more than {MAX_ARGUMENT_DEPTH} levels deep; flatten it") from None

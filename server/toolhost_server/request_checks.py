@@ -10,6 +10,9 @@ call is audited, traced or validated (names and call ids before it is even looke
   and no lone surrogate;
 - a call id is at most 128 characters of `[A-Za-z0-9._:-]`;
 - string values hold no lone surrogate (control characters are fine in values: a script's input has newlines);
+- numbers are finite: NaN and the infinities, which Python's JSON reader and a Struct let through, are no JSON
+  numbers (the validator saw them as null and said so, and inside an object no schema looks into they reached
+  the tool);
 - arguments are nested at most MAX_ARGUMENT_DEPTH levels.
 
 Each refusal is INVALID_ARGUMENT (InvalidRequestError) saying what is wrong and where, without quoting the bad
@@ -19,6 +22,7 @@ text itself.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -65,8 +69,8 @@ def check_call_id(call_id: str) -> None:
 
 
 def check_arguments(arguments: Mapping[str, Any]) -> None:
-    """Keys without control characters or lone surrogates, strings without lone surrogates, and at most
-    MAX_ARGUMENT_DEPTH levels of nesting. Walks the value once, without recursion."""
+    """Keys without control characters or lone surrogates, strings without lone surrogates, finite numbers, and
+    at most MAX_ARGUMENT_DEPTH levels of nesting. Walks the value once, without recursion."""
     pending: list[tuple[Any, str, int]] = [(arguments, "", 1)]
     while pending:
         value, pointer, depth = pending.pop()
@@ -88,6 +92,9 @@ def check_arguments(arguments: Mapping[str, Any]) -> None:
             raise InvalidRequestError(
                 f"the argument {pointer} holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), which "
                 "is not text: send the character itself, or both halves of its surrogate pair")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InvalidRequestError(
+                f"the argument {pointer} is NaN or an infinity, which JSON has no number for: send a finite number")
 
 
 def printable(text: str) -> str:

@@ -20,6 +20,7 @@ import sys
 from .api.server import GrpcServer, create_toolhost
 from .app import Toolhost
 from .auth import AuthFileError, UnsafeExposureError, check_exposure
+from .catalog.entrypoints import EntrypointSettingError
 from .config import Config
 from .event_waits import wait_set
 from .logs.buffered_stream import BufferedStreamHandler
@@ -27,9 +28,9 @@ from .logs.captured_output import OutputCapture
 from .logs.formatting import make_formatter
 from .logs.memory import MemoryRingHandler
 from .sanitize import LearningRedactor, RedactingLogFilter, Redactor
+from .store.errors import StoreSchemaError
 from .telemetry import TracingConfigError
-from .web.app import create_http_app
-from .web.server import HttpServer
+from .web.server import create_http_server
 
 logger = logging.getLogger("toolhost")
 
@@ -76,7 +77,7 @@ async def serve(config: Config) -> int:
         # its address needs.
         check_exposure(config)
         toolhost = create_toolhost(config)
-    except (UnsafeExposureError, AuthFileError, TracingConfigError) as exc:
+    except (UnsafeExposureError, AuthFileError, TracingConfigError, EntrypointSettingError) as exc:
         logger.error("cannot start: %s", exc)
         return 1
     configure_logging(config.log_level, toolhost.redactor, config.log_format)
@@ -91,7 +92,12 @@ async def serve(config: Config) -> int:
 
 async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
     """serve() once logging is set up: load the catalog, listen, and drain when a signal asks to stop."""
-    report = await toolhost.start()
+    try:
+        report = await toolhost.start()
+    except StoreSchemaError as exc:
+        logger.error("cannot start: %s", exc)
+        await toolhost.close()
+        return 1
     if not report.success:
         # Without a catalog there is nothing sensible to serve; failing fast shows the reason in the
         # orchestrator (a missing ConfigMap mount, a typo in TOOLHOST_CATALOG_DIRS).
@@ -116,16 +122,16 @@ async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
                 f" and unix:{config.unix_socket}" if config.unix_socket else "")
     http = None
     if config.http_address:
-        http = HttpServer(create_http_app(toolhost.metrics, lambda: toolhost.pipeline.accepting), config.http_address)
         try:
+            http = create_http_server(config, toolhost.metrics, lambda: toolhost.pipeline.accepting)
             http_port = await http.start()
         except OSError as exc:
             logger.error("cannot start: %s", exc)
             await server.stop(0)
             await toolhost.close()
             return 1
-        logger.info("toolhost serving HTTP (/metrics, /healthz, /readyz) on %s:%d",
-                    config.http_address.rpartition(":")[0], http_port)
+        logger.info("toolhost serving HTTP (/metrics, /healthz, /readyz) on %s:%d%s",
+                    config.http_address.rpartition(":")[0], http_port, http.protection)
 
     loop = asyncio.get_running_loop()
     stop_requested = asyncio.Event()

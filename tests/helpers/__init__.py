@@ -8,6 +8,7 @@
 - `processes`: the processes a tool left behind, and zombies; `cli`: the `toolhost` command as a child.
 - `auth`: bearer tokens and the auth file that grants them roles; `certificates`: a throwaway CA made by openssl.
 - `http_servers`: an HTTP server on 127.0.0.1 in a thread, for the tools that call out.
+- `json_strategies`: Hypothesis strategies of odd JSON values and texts, for the fuzz suites (tests/fuzz).
 
 The tests directory is on sys.path (pytest puts it there; subprocess servers get it through PYTHONPATH, see
 `servers.ServerProcess`), so this package is `helpers` and a catalog entrypoint may name `helpers.gates:...`.

@@ -20,6 +20,12 @@ from toolhost_server.app import Toolhost
 
 from helpers.paths import TESTS_DIR
 
+# python_entrypoint_modules of every test server, set as a deployment sets it: the server's own tool modules, and
+# the test modules whose functions test catalogs name (catalog_functions, helpers.gates, and test modules that
+# define a tool next to the test using it). Each is a whole module name: prefixes match on dotted boundaries.
+TEST_ENTRYPOINT_MODULES = ("toolhost_server.tools", "catalog_functions", "helpers",
+                           *sorted({path.stem for path in TESTS_DIR.rglob("test_*.py")}))
+
 
 @dataclass
 class RunningServer:
@@ -53,7 +59,8 @@ class ServerProcess:
         # A free HTTP port too: the default 8010 would be shared by every server a test starts. The tests
         # directory on PYTHONPATH: catalog entrypoints such as catalog_functions:<name> import from it.
         self.env = {**os.environ, "PYTHONPATH": str(TESTS_DIR), "TOOLHOST_DATA_DIR": self.data_dir,
-                    "TOOLHOST_HTTP_ADDRESS": "127.0.0.1:0", **(env or {})}
+                    "TOOLHOST_HTTP_ADDRESS": "127.0.0.1:0",
+                    "TOOLHOST_PYTHON_ENTRYPOINT_MODULES": ",".join(TEST_ENTRYPOINT_MODULES), **(env or {})}
         self.process: asyncio.subprocess.Process | None = None
         self.log = b""
         self.port = 0

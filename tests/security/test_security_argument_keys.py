@@ -1,8 +1,8 @@
-"""Security review finding 1, in part (issue 16): argument keys were unbounded and copied into every audit sink
-before lookup or validation, so a caller with no rights could grow the server's memory, log, spans and database by
-hundreds of megabytes. Records now keep at most 64 keys of 64 characters and the count; a call with more keys
-than its tool takes is refused before they are walked or validated. (The memory ring's byte bound and the
-count's database column are still open.)"""
+"""Security review finding 1 (issue 16): argument keys were unbounded and copied into every audit sink before
+lookup or validation, so a caller with no rights could grow the server's memory, log, spans and database by
+hundreds of megabytes. Records now keep at most 64 keys of 64 characters and the count, in the log and in the
+database's audit_records row alike; a call with more keys than its tool takes is refused before they are walked
+or validated. The memory ring's byte bound is tested in tests/test_logs.py."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ import pytest
 
 import toolhost
 from toolhost.v1 import tool_service_pb2
+from toolhost_server.audit import AuditRecord
+from toolhost_server.store.audit_table import AuditTable
+from toolhost_server.store.database import Store
 
 from helpers.catalogs import write_tool
 
@@ -32,6 +35,18 @@ async def audit_of(server, call_id: str) -> dict[str, object]:
                    if "audit" in entry.fields and entry.fields["audit"]["call_id"] == call_id]
     assert len(records) == 1, records
     return records[0]
+
+
+async def stored_audit(server, call_id: str) -> AuditRecord:
+    """The call's row in the audit_records table, once the server has written what waits."""
+    await server.toolhost.audit.close()
+    store = Store.from_config(server.toolhost.config)
+    try:
+        rows = [record for record in AuditTable(store).latest() if record.call_id == call_id]
+    finally:
+        store.close()
+    assert len(rows) == 1, rows
+    return rows[0]
 
 
 async def refused(server, name: str, arguments: dict[str, object], call_id: str) -> grpc.aio.AioRpcError:
@@ -53,6 +68,8 @@ async def test_more_keys_than_an_open_schema_allows_are_refused_and_recorded_as_
     response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
         name="open_args", arguments_json=json.dumps({f"key{i}": i for i in range(256)})))
     assert response.success, response.error
+    row = await stored_audit(server, "many-open")
+    assert (row.argument_keys, row.argument_key_count, row.outcome) == ((), 300, "INVALID_REQUEST")
 
 
 async def test_many_unknown_keys_to_a_closed_schema_are_refused_naming_a_few(start_server):
@@ -75,3 +92,26 @@ async def test_an_unknown_tool_records_at_most_64_keys_of_64_characters_and_the_
     keys = audit["argument_keys"]
     assert isinstance(keys, list) and len(keys) == 64 and all(len(key) == 64 for key in keys)
     assert audit["argument_key_count"] == 200
+    row = await stored_audit(server, "unknown-many")
+    assert (list(row.argument_keys), row.argument_key_count) == (keys, 200)
+
+
+async def test_the_memory_ring_holds_the_newest_records_within_log_memory_bytes(start_server):
+    # Each refused call leaves an audit record of 64 keys of 64 characters: without a byte bound the ring held
+    # log_memory_records of them, whatever their size.
+    bound = 200_000
+    server = await start_server(log_memory_bytes=bound)
+    keys = {f"{i:03}" + "k" * 300: i for i in range(200)}
+    call_ids = [f"ring-{index:03}" for index in range(60)]
+    for call_id in call_ids:
+        with pytest.raises(grpc.aio.AioRpcError):
+            await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+                name="no_such_tool", arguments_json=json.dumps(keys), call_id=call_id))
+    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+        held = [entry.fields["audit"]["call_id"] async for entry in client.query_logs(source="memory")
+                if "audit" in entry.fields]
+    held.reverse()  # oldest first, as they were made
+    assert held == call_ids[len(call_ids) - len(held):], "the ring must hold the newest records, in order"
+    assert 0 < len(held) < len(call_ids)
+    ring = server.toolhost.logs.ring
+    assert len(held) * 64 * 64 <= ring.held_bytes <= bound

@@ -79,7 +79,8 @@ async def test_what_python_tools_print_warn_or_raise_in_threads_is_logged_redact
             f"name: {name}\ndescription: Misbehaves.\n"
             f"runner: {{type: python, entrypoint: 'test_security_output_capture:{name}'}}\n")
     env = {**os.environ, "PYTHONPATH": str(HERE), "TOOLHOST_DATA_DIR": str(tmp_path / "data"),
-           "TOOLHOST_HTTP_ADDRESS": "127.0.0.1:0", "TOOLHOST_LOG_FORMAT": "json"}
+           "TOOLHOST_HTTP_ADDRESS": "127.0.0.1:0", "TOOLHOST_LOG_FORMAT": "json",
+           "TOOLHOST_PYTHON_ENTRYPOINT_MODULES": "test_security_output_capture"}
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "toolhost_server.cli", "serve", "--grpc-address", "127.0.0.1:0",
         "--catalog-dir", str(catalog), "--watch-catalog", "false", env=env,

@@ -33,10 +33,10 @@ function writeCatalog(server: ServerProcess): void {
       "parameters:\n  - {name: name, type: string, required: true}\n");
   }
   server.writeTool("nap", "name: nap\ndescription: Sleeps for `delay` seconds.\n" +
-    "runner: {type: python, entrypoint: 'asyncio:sleep'}\n" +
+    "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:nap'}\n" +
     "parameters: [{name: delay, type: number, required: true}]\n");
   server.writeTool("to_text", "name: to_text\ndescription: Writes an integer as text.\n" +
-    "runner: {type: python, entrypoint: 'builtins:str'}\n" +
+    "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:to_text'}\n" +
     "parameters: [{name: object, type: integer, required: true}]\n");
   server.writeTool("lines", "name: lines\ndescription: Prints two lines, a moment apart.\n" +
     'runner: {type: script, script: "#!/bin/sh\\necho one\\nsleep 0.2\\necho two\\n"}\n');

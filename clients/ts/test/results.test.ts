@@ -48,14 +48,14 @@ describe("JSON values", () => {
 
   before(async () => {
     server.writeTool("parse_json", "name: parse_json\ndescription: Returns the JSON value of a text.\n" +
-      "category: json\nrunner: {type: python, entrypoint: 'json:loads'}\n" +
+      "category: json\nrunner: {type: python, entrypoint: 'toolhost_server.tools.samples:parse_json'}\n" +
       "parameters: [{name: s, type: string, required: true}]\n");
-    // builtins:dict returns its keyword arguments, so a call shows the defaults the server filled in.
+    // return_arguments returns its keyword arguments, so a call shows the defaults the server filled in.
     server.writeTool("defaults", [
       "name: defaults",
       "description: Returns its arguments; its parameters have defaults and enums of every JSON kind.",
       "category: json",
-      "runner: {type: python, entrypoint: 'builtins:dict'}",
+      "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:return_arguments'}",
       "parameters:",
       "  - {name: count, type: integer, default: 3}",
       "  - {name: ratio, type: number, default: 0.5, enum: [0.5, 1.5]}",

@@ -14,6 +14,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from toolhost.v1 import tool_pb2, tool_service_pb2
 
 from ..call_events import CallEvent, OutputChunk, Progress
+from ..errors import InvalidRequestError
 from ..model import Parameter, ToolSource, ToolSpec
 from ..pipeline import CallResult
 from ..registry import CatalogProblem, GenerationChange, Snapshot
@@ -40,7 +41,11 @@ def to_value(value: Any) -> struct_pb2.Value:
 
 
 def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    result: dict[str, Any] = json_format.MessageToDict(message)
+    try:
+        result: dict[str, Any] = json_format.MessageToDict(message)
+    except ValueError:  # a number_value of NaN or an infinity, which JSON has no number for
+        raise InvalidRequestError("the arguments hold NaN or an infinity, which JSON has no number for: send "
+                                  "finite numbers") from None
     return result
 
 

@@ -98,6 +98,8 @@ def read_auth_file(path: Path) -> AuthTable:
         raise AuthFileError(file, raw.count(b"\n", 0, exc.start) + 1, "the auth file is not UTF-8") from None
     except yaml.YAMLError as exc:
         raise AuthFileError(file, error_line(exc, raw), f"YAML: {error_text(exc)}") from None
+    except Exception as exc:  # whatever else the YAML library raises (`!!timestamp x`: an AttributeError)
+        raise AuthFileError(file, 0, f"cannot read the YAML: {exc}") from None
     try:
         return _table(document)
     except _Problem as problem:
@@ -145,7 +147,7 @@ def _table(document: Any) -> AuthTable:
             raise _Problem(f"{key} must be a non-empty string", (*at, key))
         target = by_common_name if key == "common_name" else by_san
         if value in target:
-            raise _Problem(f"{key} {value!r} appears twice under certificates", (*at, key))
+            raise _Problem(f"{key} {_quoted(value)} appears twice under certificates", (*at, key))
         name = _name(entry["name"], (*at, "name"), "certificate name") if "name" in entry else value
         caller_roles = _role_names(entry, at, roles)
         target[value] = Caller(name, caller_roles, AuthMethod.MTLS, _rights(roles, caller_roles))
@@ -176,7 +178,8 @@ def _role_names(entry: Mapping[str, Any], at: _Path, roles: Mapping[str, Permiss
     for index, name in enumerate(names):
         if name not in roles:
             known = ", ".join(sorted(roles)) or "none are defined"
-            raise _Problem(f"role {name!r} is not defined under roles (defined: {known})", (*at, "roles", index))
+            raise _Problem(f"role {_quoted(name)} is not defined under roles (defined: {known})",
+                           (*at, "roles", index))
     return frozenset(names)
 
 
@@ -185,9 +188,10 @@ def _mapping(value: Any, at: _Path, keys: Sequence[str] | None) -> Mapping[str, 
         raise _Problem(f"{_where(at)} must be a mapping", at)
     for key in value:
         if not isinstance(key, str):
-            raise _Problem(f"keys must be strings, not {key!r}", at)
+            raise _Problem(f"keys must be strings, not {_quoted(key)}", at)
         if keys is not None and key not in keys:
-            raise _Problem(f"unknown key {key!r} in {_where(at)}; known: {', '.join(keys)}", (*at, key), at_key=True)
+            raise _Problem(f"unknown key {_quoted(key)} in {_where(at)}; known: {', '.join(keys)}", (*at, key),
+                           at_key=True)
     return value
 
 
@@ -213,9 +217,22 @@ def _required(entry: Mapping[str, Any], key: str, at: _Path) -> Any:
 
 def _name(value: Any, at: _Path, what: str, *, at_key: bool = False) -> str:
     if not isinstance(value, str) or not _NAME.match(value):
-        raise _Problem(f"{what} {value!r} must be 1-128 letters, digits and _ . @ : -, starting with a letter "
+        raise _Problem(f"{what} {_quoted(value)} must be 1-128 letters, digits and _ . @ : -, starting with a letter "
                        "or digit", at, at_key=at_key)
     return value
+
+
+_QUOTED_CHARS = 80
+
+
+def _quoted(value: Any) -> str:
+    """`value` as a message quotes it: its repr, cut short. A whole number of thousands of digits has none
+    (Python refuses to write it in decimal), so it is described instead."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"(a number of {value.bit_length()} bits)" if isinstance(value, int) else "(a value)"
+    return text if len(text) <= _QUOTED_CHARS else f"{text[:_QUOTED_CHARS]}..."
 
 
 def _where(at: _Path) -> str:

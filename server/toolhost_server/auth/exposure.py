@@ -4,6 +4,10 @@
 an auth_file (bearer tokens, certificate entries) or a tls_client_ca_file (client certificates). A server on a
 loopback address needs neither; on any other address it needs both, or an explicit `insecure` (a proxy or
 service mesh in front terminates TLS and authenticates).
+
+The HTTP listener (http_address) follows the same rule, with its own ways to tell scrapers apart: /metrics
+names every tool, hidden ones too, so beyond loopback it needs TLS and a metrics_token_file or a
+tls_client_ca_file.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_exposure(config: Config) -> None:
-    """UnsafeExposureError when the TLS and authentication settings are incomplete or unsafe for the address."""
+    """UnsafeExposureError when the TLS and authentication settings are incomplete or unsafe for the gRPC or the
+    HTTP address."""
     tls = bool(config.tls_cert_file)
     if tls != bool(config.tls_key_file):
         raise UnsafeExposureError("tls_cert_file and tls_key_file go together: set both (--tls-cert-file, "
@@ -40,6 +45,11 @@ def check_exposure(config: Config) -> None:
                                   "it needs tls_cert_file and tls_key_file too")
     if config.trusted_unix_socket and not config.unix_socket:
         raise UnsafeExposureError("trusted_unix_socket marks the unix socket trusted, but unix_socket is not set")
+    _check_grpc_exposure(config, tls)
+    _check_http_exposure(config, tls)
+
+
+def _check_grpc_exposure(config: Config, tls: bool) -> None:
     address = config.grpc_address
     if config.insecure or is_loopback_host(address.rpartition(":")[0]):
         return
@@ -56,3 +66,25 @@ def check_exposure(config: Config) -> None:
             "reload; set auth_file (TOOLHOST_AUTH_FILE, bearer tokens) or tls_client_ca_file "
             "(TOOLHOST_TLS_CLIENT_CA_FILE, client certificates), or pass --insecure (TOOLHOST_INSECURE=true) "
             "when a proxy in front authenticates")
+
+
+def _check_http_exposure(config: Config, tls: bool) -> None:
+    address = config.http_address
+    if not address or config.insecure or is_loopback_host(address.rpartition(":")[0]):
+        return
+    if not tls:
+        what = "the metrics token in plaintext" if config.metrics_token_file else "/metrics in plaintext"
+        raise UnsafeExposureError(
+            f"refusing to serve {what} on http_address {address}, which is not a loopback address (/metrics "
+            "names every tool, hidden ones too, with their calls and outcomes): set tls_cert_file and "
+            "tls_key_file (TOOLHOST_TLS_CERT_FILE, TOOLHOST_TLS_KEY_FILE) and metrics_token_file "
+            "(TOOLHOST_METRICS_TOKEN_FILE) or tls_client_ca_file; or bind http_address to 127.0.0.1 (empty turns "
+            "HTTP off); or pass --insecure (TOOLHOST_INSECURE=true) when a proxy in front does TLS and "
+            "authentication")
+    if not (config.metrics_token_file or config.tls_client_ca_file):
+        raise UnsafeExposureError(
+            f"refusing to serve /metrics on http_address {address} to anyone who reaches it (it names every tool, "
+            "hidden ones too): set metrics_token_file (TOOLHOST_METRICS_TOKEN_FILE, a bearer token for the "
+            "scraper) or tls_client_ca_file (TOOLHOST_TLS_CLIENT_CA_FILE, client certificates); or bind "
+            "http_address to 127.0.0.1; or pass --insecure (TOOLHOST_INSECURE=true) when a proxy in front "
+            "authenticates")

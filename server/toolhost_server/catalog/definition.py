@@ -8,6 +8,7 @@ known key suggested: a typo such as `timeout_second` must not silently fall back
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias
@@ -183,8 +184,8 @@ def _version(value: Any) -> str:
 def _timeout(value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-        raise DefinitionError("timeout_seconds must be a positive number of seconds", "timeout_seconds")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:  # NaN fails too
+        raise DefinitionError("timeout_seconds must be a positive, finite number of seconds", "timeout_seconds")
     return float(value)
 
 
@@ -273,6 +274,11 @@ def _parameters(value: Any) -> tuple[Parameter, ...]:
                 allow_leading_dash=bool(item.get("allow_leading_dash", False)),
             )
         )
+        # Checked here, where the problem can point at the parameter's line, not when the tool's validator is
+        # compiled; the validator's own regex engine judges `pattern`.
+        problem = check_schema(derive_input_schema((result[-1],)))
+        if problem is not None:
+            raise DefinitionError(f"parameter {pname!r} is {problem}", at)
     return tuple(result)
 
 
@@ -352,7 +358,7 @@ def check_intents(value: Any) -> tuple[str, ...]:
     for index, pattern in enumerate(value):
         try:
             re.compile(pattern)
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:  # a{4294967296} is an OverflowError
             raise DefinitionError(f"intent {pattern!r} is not a valid regular expression: {exc}",
                                   ("intents", index)) from exc
     return tuple(value)

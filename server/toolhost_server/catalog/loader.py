@@ -16,6 +16,8 @@ from ..schema import ArgumentValidator
 from .builtins import discover_builtin_definitions
 from .definition import DefinitionError, parse_definition
 from .directory_listing import CatalogDirectoryError
+from .entrypoints import EntrypointPolicy, EntrypointRefusedError
+from .inline_code import inline_code_warnings
 from .yaml_files import YamlCatalogReader
 
 logger = logging.getLogger("toolhost.registry")
@@ -32,17 +34,23 @@ class LoadResult:
 
 
 class ToolLoader:
-    """Builds the tool set from built-ins and catalog directories. Not thread-safe: one load at a time."""
+    """Builds the tool set from built-ins and catalog directories. Not thread-safe: one load at a time.
+
+    `entrypoints` limits the Python entrypoints catalog files may name (None: EntrypointPolicy.default()); the
+    built-in tools, found in installed code, are not catalog files and need no permission."""
 
     def __init__(
         self,
         catalog_dirs: Sequence[Path],
         required_tools: Sequence[str],
         runner_settings: RunnerSettings,
+        entrypoints: EntrypointPolicy | None = None,
     ) -> None:
         self.catalog_dirs = list(catalog_dirs)
         self.required_tools = list(required_tools)
         self._runner_settings = runner_settings
+        self.entrypoints = entrypoints or EntrypointPolicy.default()
+        logger.info("catalog files may name Python entrypoints in: %s", self.entrypoints.describe())
         self._builtins: dict[str, RegisteredTool] = {}
         self._builtin_problems: list[CatalogProblem] = []
         for origin, found in discover_builtin_definitions():
@@ -88,10 +96,19 @@ class ToolLoader:
     def _compile_document(self, data: Any, origin: str) -> RegisteredTool:
         spec = parse_definition(data, origin, ToolSource.CATALOG)
         try:
-            return self.compile(spec)
+            if spec.runner.get("type") == "python" and isinstance(spec.runner.get("entrypoint"), str):
+                # Before the runner imports anything: the file may name only what the policy allows.
+                self.entrypoints.check(spec.runner["entrypoint"])
+            tool = self.compile(spec)
+        except EntrypointRefusedError as exc:
+            raise DefinitionError(str(exc), ("runner", "entrypoint")) from None
         except RunnerConfigError as exc:
             # Point at the line that configured the runner.
             raise DefinitionError(str(exc), "runner" if "runner" in data else "source") from exc
+        # Logged when the file is read (at start and after each change), not on every reload.
+        for warning in inline_code_warnings(spec.runner):
+            logger.warning("catalog file %s, tool %r: %s", origin, spec.name, warning.message)
+        return tool
 
     def _with_builtin_runner(self, spec: ToolSpec) -> ToolSpec:
         implementation = str(spec.runner.get("implementation"))

@@ -99,7 +99,10 @@ def _plain_data(loader: _CatalogLoader, node: Node, depth: int, seen: set[int] |
         if tag == _BOOL_TAG:
             return loader.bool_values[node.value.lower()]
         if tag == _INT_TAG:
-            return loader.construct_yaml_int(node)
+            number = loader.construct_yaml_int(node)
+            if not _LARGEST_INT_NEGATED <= number <= _LARGEST_INT:
+                raise _NotPlain  # the full constructor says what is wrong, with the line
+            return number
         if tag == _FLOAT_TAG:
             return loader.construct_yaml_float(node)
         raise _NotPlain
@@ -212,12 +215,20 @@ class _CatalogLoader(_SafeLoader):
                 if isinstance(child, CollectionNode):
                     self._depths[child] = depth + 1
         try:
-            return super().construct_object(node, deep)
+            value = super().construct_object(node, deep)
         except yaml.YAMLError:
             raise
-        except (ValueError, TypeError, OverflowError) as exc:  # such as a date of 2024-13-45
-            value = f" {node.value!r}" if isinstance(node, ScalarNode) else ""
-            raise CatalogYamlError(f"cannot read the value{value}: {exc}", node.start_mark) from exc
+        # ValueError: a date of 2024-13-45; AttributeError and KeyError: PyYAML's own constructors given text
+        # their tag cannot hold (`!!timestamp x`, `!!bool x`).
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise CatalogYamlError(f"cannot read the value{_shown(node)}: {exc}", node.start_mark) from exc
+        except (AttributeError, KeyError, IndexError) as exc:
+            raise CatalogYamlError(f"cannot read the value{_shown(node)} as {node.tag}", node.start_mark) from exc
+        if isinstance(value, int) and not isinstance(value, bool) and not _LARGEST_INT_NEGATED <= value <= _LARGEST_INT:
+            # YAML 1.1 reads 0x... of any length as an int, whose str() and float() then fail far from here.
+            raise CatalogYamlError("this number is too large for a catalog file: whole numbers must fit in 64 bits",
+                                   node.start_mark)
+        return value
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         if not isinstance(node, MappingNode):
@@ -238,6 +249,14 @@ class _CatalogLoader(_SafeLoader):
             lines[key] = mark_line(key_node.start_mark)
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
+
+
+def _shown(node: Node) -> str:
+    return f" {node.value!r}" if isinstance(node, ScalarNode) and len(node.value) <= 100 else ""
+
+
+_LARGEST_INT = 2**64 - 1
+_LARGEST_INT_NEGATED = -(2**63)
 
 
 def _check_nesting(text: str) -> None:

@@ -97,6 +97,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--pipeline-target", default=os.environ.get("TOOLHOST_PIPELINE_TARGET", ""),
                           help="the pipeline toolhost, so `source: pipeline` tools validate as on the server "
                                "[TOOLHOST_PIPELINE_TARGET]")
+    validate.add_argument("--python-entrypoint-modules",
+                          default=os.environ.get("TOOLHOST_PYTHON_ENTRYPOINT_MODULES", ""),
+                          help="module prefixes catalog files may name Python entrypoints in, comma-separated, as "
+                               "on the server [TOOLHOST_PYTHON_ENTRYPOINT_MODULES]")
     validate.set_defaults(offline_command=catalog_validate)
     add_credentials_parser(sub)
     return parser

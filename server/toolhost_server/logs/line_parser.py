@@ -1,15 +1,23 @@
 """Turns one line of a log file into a record: JSON objects by their usual keys, other lines through a regular
-expression with named groups (time, level, logger, message, trace_id, span_id; any other group is a field)."""
+expression with named groups (time, level, logger, message, trace_id, span_id; any other group is a field).
+
+Any program may have written the line, so a record holds only what every surface can carry (protobuf for
+QueryLogs and TailLogs, strict JSON for log_inspector and `toolhost logs --json`): text without lone surrogates
+(JSON escapes can spell them; each becomes U+FFFD), fields nested at most MAX_FIELD_DEPTH levels (deeper values
+become their JSON text), numbers a double holds (larger ones, NaN and the infinities become text). A line nested
+too deeply for the JSON reader at all is no JSON record; it is read as text like any other line.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from .record import json_safe, normalize_level
+from .record import normalize_level
 
 # The server's own text format (formatting.TEXT_FORMAT): "2024-05-01 12:00:00,123 INFO toolhost: message".
 DEFAULT_LINE_PATTERN = (
@@ -26,6 +34,10 @@ _TRACE_KEYS = ("trace_id", "traceId", "trace.id", "otelTraceID")
 _SPAN_KEYS = ("span_id", "spanId", "span.id", "otelSpanID")
 # Epoch numbers above this are milliseconds (1e11 seconds is the year 5138).
 _MILLISECONDS_FROM = 1e11
+# A google.protobuf.Struct nests at most 100 levels, with two per level of JSON; the python runner's outputs
+# stop at 32 as well.
+MAX_FIELD_DEPTH = 32
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +92,7 @@ class LineParser:
         if line.startswith("{"):
             try:
                 data = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 data = None
             if isinstance(data, dict):
                 return _from_object(data)
@@ -103,9 +115,43 @@ def _from_object(data: dict[str, Any]) -> ParsedLine | None:
     level, logger, message = _take(data, _LEVEL_KEYS), _take(data, _LOGGER_KEYS), _take(data, _MESSAGE_KEYS)
     trace_id, span_id = _take(data, _TRACE_KEYS), _take(data, _SPAN_KEYS)
     return ParsedLine(
-        time=moment, level=normalize_level(str(level or "INFO")), logger=str(logger or ""),
-        message=str(message if message is not None else ""), trace_id=str(trace_id or ""),
-        span_id=str(span_id or ""), fields={str(k): json_safe(v) for k, v in data.items()})
+        time=moment, level=normalize_level(_text(level or "INFO")), logger=_text(logger or ""),
+        message=_text(message if message is not None else ""), trace_id=_text(trace_id or ""),
+        span_id=_text(span_id or ""), fields={_text(k): _field(v, 1) for k, v in data.items()})
+
+
+def _text(value: Any) -> str:
+    """A value read from JSON as text: a string with any lone surrogate replaced, anything else as JSON."""
+    text = value if isinstance(value, str) else _json_text(value)
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (RecursionError, ValueError):
+        return "(a value nested too deeply to show)"
+
+
+def _field(value: Any, depth: int) -> Any:
+    """A JSON value as a record field may hold it (see the module docstring)."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        try:
+            float(value)
+        except OverflowError:
+            return str(value)
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else json.dumps(value)  # as proto3 JSON spells them: NaN, Infinity
+    if depth > MAX_FIELD_DEPTH:
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(k): _field(v, depth + 1) for k, v in value.items()}
+    return [_field(item, depth + 1) for item in value]
 
 
 def _from_groups(groups: dict[str, str | None]) -> ParsedLine | None:

@@ -15,6 +15,9 @@ from .record import SortKey
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+# Positions are sequence numbers, row ids, inodes and offsets: what a 64-bit signed integer column holds. A forged
+# token's larger ones would make the database reader fail on them.
+_MAX_POSITION = 2**63 - 1
 
 
 def encode_page_token(last: SortKey, digest: str) -> str:
@@ -31,7 +34,7 @@ def decode_page_token(token: str, digest: str) -> SortKey:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         micros, source, position, token_digest = data["t"], data["s"], data["p"], data["f"]
         if not (isinstance(micros, int) and isinstance(source, str) and isinstance(position, list)
-                and all(isinstance(p, int) for p in position)):
+                and all(type(p) is int and 0 <= p <= _MAX_POSITION for p in position)):
             raise TypeError
         moment = _EPOCH + micros * _MICROSECOND
     # RecursionError: a forged token of deeply nested JSON.

@@ -20,7 +20,7 @@ class ServerLogs:
     def __init__(self, config: Config, redactor: Redactor | LearningRedactor) -> None:
         self._config = config
         self._redactor = redactor
-        self.ring = install_memory_ring(config.log_memory_records, redactor)
+        self.ring = install_memory_ring(config.log_memory_records, redactor, config.log_memory_bytes)
         readers: list[LogReader] = [MemoryLogReader(self.ring)]
         if config.log_files:
             readers.append(FileLogReader(config.log_files, config.log_file_pattern or DEFAULT_LINE_PATTERN))
@@ -31,13 +31,13 @@ class ServerLogs:
             from ..store.log_table import LogTable
 
             table = LogTable(Store.from_config(config))
-            self.database_handler = DatabaseLogHandler(table, redactor)
+            self.database_handler = DatabaseLogHandler(table, redactor, max_waiting_bytes=config.store_buffer_bytes)
             readers.append(DatabaseLogReader(table, self.ring.oldest_time))
         self.inspector = LogInspector(readers, redactor=redactor)
 
     def start(self) -> None:
         # Again: something may have taken the ring off the root logger since (logging.basicConfig(force=True) does).
-        install_memory_ring(self._config.log_memory_records, self._redactor)
+        install_memory_ring(self._config.log_memory_records, self._redactor, self._config.log_memory_bytes)
         if self.database_handler is not None:
             self.database_handler.start()
 

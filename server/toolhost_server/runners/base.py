@@ -98,6 +98,8 @@ class RunnerSettings:
     remote_caller: RemoteCaller | None = None
     # The (uid, gid) process tools run as; None runs them as the server's own user. See Config.process_user.
     process_identity: tuple[int, int] | None = None
+    # Where process calls get a cgroup each: "" the server's own cgroup when it may, a path, or "off".
+    process_cgroup_parent: str = ""
     # Threads for sync Python tools, shared by every tool of the server.
     sync_tool_slots: threading.Semaphore = field(default_factory=_sync_tool_slots)
     # The server's tracer, for runners' own spans (a subprocess); the no-op tracer when tracing is off.

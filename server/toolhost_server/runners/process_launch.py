@@ -2,9 +2,10 @@
 
 Shared by the process and script runners. The child runs in its own session (start_new_session) with stdin
 from /dev/null, in the configured directory or a private temporary one that is gone from its path when the
-call returns (and removed just after, off the call's path: see process_dirs). Whatever ends the call (exit,
-timeout, the caller going away) every process it started is stopped before `run_command` returns or lets the
-cancellation through; then the zombies that earlier calls' daemons left are reaped.
+call returns (and removed just after, off the call's path: see process_dirs), and in a cgroup of its own where
+the server can make one (process_cgroup). Whatever ends the call (exit, timeout, the caller going away) every
+process it started is stopped before `run_command` returns or lets the cancellation through; then the zombies
+that earlier calls' daemons left are reaped.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from ..call_events import CallEvents
 from ..errors import FieldViolation, InvalidArgumentsError
 from .base import RunnerSettings, RunOutcome, ToolFailure
+from .process_cgroup import CallCgroup, CgroupParent, call_cgroups
 from .process_dirs import discard_call_dir, make_call_dir
 from .process_output import CaptureProtocol
 from .process_reaper import become_child_subreaper, spawned_leaders, spawning, sweep_strays
@@ -139,12 +141,15 @@ async def _spawn_and_wait(
 ) -> RunOutcome:
     loop = asyncio.get_running_loop()
     protocol = CaptureProtocol(command.max_output_bytes or settings.max_output_bytes, events)
+    cgroups = call_cgroups(settings.process_cgroup_parent)
+    cgroup = cgroups.new_call() if cgroups is not None else None
+    options: dict[str, Any] = {"stdin": subprocess.DEVNULL, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE,
+                               "env": env, "cwd": cwd, "start_new_session": True,
+                               **_identity_options(command.identity)}
     # Until the leader is in spawned_leaders, stray reaping must not touch a zombie it does not recognise: it
     # could be this leader, exited already, which asyncio is about to reap.
     with spawning():
-        starting = loop.create_task(loop.subprocess_exec(
-            lambda: protocol, *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True, **_identity_options(command.identity)))
+        starting = loop.create_task(_start(protocol, argv, options, cgroups, cgroup))
         # A spawn is never cut short: asyncio would then kill only the leader and wait for the pipes to close,
         # which the leader's children (still running) hold open forever. It takes a few loop iterations; then a
         # cancellation that arrived meanwhile stops the whole tree like any other.
@@ -155,7 +160,7 @@ async def _spawn_and_wait(
             except asyncio.CancelledError:
                 interrupted = True
         try:
-            transport, _ = starting.result()
+            transport, cgroup = starting.result()
         except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
             if interrupted:
                 raise asyncio.CancelledError from None
@@ -175,7 +180,10 @@ async def _spawn_and_wait(
         span.set_attribute(_PID, leader)
         if not protocol.exited.done():
             spawned_leaders.add(leader)
-    tree = ProcessTree(env[CALL_MARKER_VARIABLE], leader, _pipe_inodes(transport))
+    # Reap now, and every second while calls run: a tool that leaves a zombie of the server per process it forks
+    # (a fork chain) must not fill the system's pid table before its call ends.
+    sweep_strays()
+    tree = ProcessTree(env[CALL_MARKER_VARIABLE], leader, _pipe_inodes(transport), cgroup)
     try:
         if interrupted:
             raise asyncio.CancelledError
@@ -188,12 +196,43 @@ async def _spawn_and_wait(
     finally:
         # Not finished here: the wait was cut short (timeout, cancellation) and the server stops the process.
         stopped = not protocol.finished.done()
-        if stopped:
-            await _uncancellable(_release(transport, protocol, tree, settings.kill_grace_seconds))
-        else:  # nothing to wait for: no task, no loop iteration
-            _close(transport, protocol)
-        _record_process(span, protocol, transport.get_returncode(), stopped)
+        try:
+            if stopped:
+                # Raises CancelledError at its end when the call was cancelled again meanwhile.
+                await _uncancellable(_release(transport, protocol, tree, settings.kill_grace_seconds))
+            else:  # nothing to wait for: no task, no loop iteration
+                _close(transport, protocol)
+        finally:
+            tree.close()
+            if cgroup is not None:
+                cgroup.remove()
+            _record_process(span, protocol, transport.get_returncode(), stopped)
     return _outcome(command, protocol, transport.get_returncode())
+
+
+async def _start(
+    protocol: CaptureProtocol, argv: tuple[str, ...], options: dict[str, Any], cgroups: CgroupParent | None,
+    cgroup: CallCgroup | None,
+) -> tuple[asyncio.SubprocessTransport, CallCgroup | None]:
+    """Spawn the leader, in `cgroup` when there is one; the transport and the cgroup the leader is in. The
+    cgroup is removed when the spawn fails. A child that could not join its cgroup (a kernel before 5.16 and
+    a child switched to another user, or a parent not delegated after all) stops cgroups for the server."""
+    loop = asyncio.get_running_loop()
+    if cgroup is not None:
+        try:
+            transport, _ = await loop.subprocess_exec(lambda: protocol, *argv, preexec_fn=cgroup.join, **options)
+        except subprocess.SubprocessError:  # raised for the join, the only code run in the child
+            cgroup.remove()
+            assert cgroups is not None
+            cgroups.disable(f"a tool's process could not move itself into {cgroup.path}")
+        except BaseException:
+            cgroup.remove()
+            raise
+        else:
+            cgroup.joined()
+            return transport, cgroup
+    transport, _ = await loop.subprocess_exec(lambda: protocol, *argv, **options)
+    return transport, None
 
 
 def _record_process(span: trace.Span, protocol: CaptureProtocol, returncode: int | None, stopped: bool) -> None:

@@ -10,9 +10,10 @@ pids it spawned, by pid, so reaping is done the same way: waitpid() on a specifi
 that is not a leader asyncio spawned (those are in `spawned_leaders`). A zombie not recognised as a call's is
 left alone while a spawn is under way (`spawning()`: the new child's pid is not known yet) and until it has
 been a zombie for a moment (so it is not a child that asyncio is about to reap). Never waitpid(-1), which
-would steal asyncio's exit statuses. `sweep_strays()` does this at each call's end, and again while the
-server has children it did not spawn (daemons that may exit later); where the kernel keeps no list of a
-process's children, only the scans of stopping calls find such zombies.
+would steal asyncio's exit statuses. `sweep_strays()` does this at each call's start and end, and again every
+second while the server has children it did not spawn (daemons that may exit later) or calls run (a fork chain
+leaves a zombie of the server per generation); where the kernel keeps no list of a process's children, only
+the scans of stopping calls find such zombies.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def reap_strays(candidates: Iterable[int] | None = None) -> float | None:
     """Reap the zombie children of the server that no one else waits for, each by its pid; `candidates` are
     the pids to look at (default: the server's children, from the kernel's list). Returns when the next
     sweep is due, in seconds: soon when a zombie had to be left for now, later when a child the server did
-    not spawn still runs, never (None) when neither.
+    not spawn still runs or a call's leader does (its tool may leave zombies of the server at any time, one
+    per generation of a fork chain), never (None) when none of these.
 
     A zombie this function does not know to be a call's is left alone while a spawn is under way (it may be
     the new leader, exited already) and until a sweep at least `_STRAY_AGE_SECONDS` earlier saw it: by then
@@ -116,7 +118,7 @@ def reap_strays(candidates: Iterable[int] | None = None) -> float | None:
     _strays_seen.update(left)
     if left:
         return _STRAY_AGE_SECONDS
-    return _SWEEP_INTERVAL_SECONDS if others_run else None
+    return _SWEEP_INTERVAL_SECONDS if others_run or spawned_leaders else None
 
 
 # The unrecognised zombie children of the server the last sweep left, by (pid, start time): when it first saw each.
@@ -126,7 +128,7 @@ _sweeping: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
 
 def sweep_strays() -> None:
     """Reap stray zombies now (see `reap_strays`), and again as long as the server has children it did not
-    spawn: they may exit at any time."""
+    spawn or calls run: they may exit at any time."""
     loop = asyncio.get_running_loop()
     delay = reap_strays()
     if delay is not None and loop not in _sweeping:

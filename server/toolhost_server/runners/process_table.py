@@ -110,9 +110,15 @@ def children_of_server() -> set[int] | None:
 
     Orphans are always adopted by the subreaper's main thread while it lives, which Python's does.
     """
+    children = listed_children_of_server()
+    return None if children is None else set(children)
+
+
+def listed_children_of_server() -> list[int] | None:
+    """`children_of_server` in the kernel's order: the latest spawned or adopted last."""
     pid = os.getpid()
     try:
-        return {int(p) for p in read_proc_file(f"/proc/{pid}/task/{pid}/children").split()}
+        return [int(p) for p in read_proc_file(f"/proc/{pid}/task/{pid}/children").split()]
     except OSError:
         return None
 

@@ -19,11 +19,18 @@ from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutc
 logger = logging.getLogger("toolhost.runners.python")
 
 
-def resolve_entrypoint(entrypoint: str) -> Any:
-    """The object `module.path:attribute` names, or RunnerConfigError saying what is missing."""
+def split_entrypoint(entrypoint: str) -> tuple[str, str]:
+    """The module name and the attribute path of `module.path:attribute`, or RunnerConfigError."""
     module_name, sep, attribute = entrypoint.partition(":")
     if not sep or not module_name or not attribute:
         raise RunnerConfigError(f"entrypoint {entrypoint!r} must look like 'package.module:function'")
+    return module_name, attribute
+
+
+def resolve_entrypoint(entrypoint: str) -> Any:
+    """The object `module.path:attribute` names, or RunnerConfigError saying what is missing. It imports the
+    module, running its code: which modules a catalog file may name is for catalog.entrypoints to decide first."""
+    module_name, attribute = split_entrypoint(entrypoint)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

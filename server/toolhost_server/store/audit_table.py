@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from sqlalchemy import insert, select
 
 from ..audit import AuditRecord
-from .database import Store, rejected_rows_reported
+from .database import Store, batch_errors_reported
 from .schema import audit_records
 
 
@@ -21,12 +21,8 @@ class AuditTable:
     def append(self, records: Sequence[AuditRecord]) -> None:
         if not records:
             return
-        # argument_key_count has no column yet (a schema change waits for the store's migrations): the log
-        # line has it.
         rows = [{**record.as_dict(), "time": record.time} for record in records]
-        for row in rows:
-            del row["argument_key_count"]
-        with rejected_rows_reported(), self.store.begin() as connection:
+        with batch_errors_reported(), self.store.begin() as connection:
             connection.execute(insert(audit_records), rows)
 
     def latest(self, limit: int = 100) -> list[AuditRecord]:
@@ -37,7 +33,7 @@ class AuditTable:
         return [AuditRecord(
             time=_utc(row["time"]), caller=row["caller"], auth_method=row["auth_method"], tool=row["tool"],
             call_id=row["call_id"], trace_id=row["trace_id"], duration_ms=row["duration_ms"], outcome=row["outcome"],
-            argument_keys=tuple(row["argument_keys"])) for row in rows]
+            argument_keys=tuple(row["argument_keys"]), argument_key_count=row["argument_key_count"]) for row in rows]
 
 
 def _utc(moment: datetime) -> datetime:

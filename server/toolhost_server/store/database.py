@@ -1,20 +1,21 @@
-"""The Store: the database behind a URL, opened on first use with its schema created.
+"""The Store: the database behind a URL, opened on first use with its schema migrated to the latest version.
 
 Opening lazily keeps a server that never needs its store fast to start and working on a read-only data dir;
-the first use that fails says why (StoreUnavailableError), and the next use tries again.
+the first use that fails says why (StoreUnavailableError), and the next use tries again. A server that writes
+to its store opens it at start instead (migrate_at_start), so that a database it must not use stops it there.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import URL, Connection, Engine, text
-from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy import URL, Connection, Engine
 
-from ..batching import BatchRejected
+from ..batching import BatchOutcomeUnknown, BatchRejected, BatchUnavailable
 from ..config import Config
 from .engine import (
     DATABASE_FILE_NAME,
@@ -25,11 +26,16 @@ from .engine import (
     sqlite_file,
     sqlite_file_url,
 )
-from .errors import StoreUnavailableError, StoreValueError
-from .schema import metadata
+from .errors import (
+    StoreCommitUnknownError,
+    StoreError,
+    StoreSchemaError,
+    StoreUnavailableError,
+    StoreValueError,
+)
+from .migrations import migrate
 
-# Any constant works; it only has to be the same in every replica (pg_advisory_xact_lock takes a bigint).
-_SCHEMA_LOCK_ID = 0x746F6F6C686F7374  # "toolhost"
+logger = logging.getLogger("toolhost.store")
 
 
 def database_url(config: Config) -> URL:
@@ -40,14 +46,21 @@ def database_url(config: Config) -> URL:
 
 
 @contextmanager
-def rejected_rows_reported() -> Iterator[None]:
-    """Turns the database's refusal of a value (a NUL in text, a string too long for its column, a broken
-    constraint) into BatchRejected, so that a batch writer retries without the offending row instead of losing
-    every row that shared its INSERT; a database that is down or unreachable stays the error it is."""
+def batch_errors_reported() -> Iterator[None]:
+    """Tells a batch writer (batching.BatchWriter) what became of a batch's INSERT. The database's refusal of a
+    value (a NUL in text, a string too long for its column, a broken constraint) is BatchRejected, so that the
+    writer retries without the offending row instead of losing every row that shared the INSERT; a commit whose
+    outcome is unknown is BatchOutcomeUnknown; a database that is down, unreachable, full or locked is
+    BatchUnavailable. The writer keeps the batch of either for a later attempt, as it does on any other error
+    (which stays the error it is: a StoreSchemaError is raised as such)."""
     try:
         yield
     except StoreValueError as exc:
         raise BatchRejected(str(exc)) from exc
+    except StoreCommitUnknownError as exc:
+        raise BatchOutcomeUnknown(str(exc)) from exc
+    except StoreUnavailableError as exc:
+        raise BatchUnavailable(str(exc)) from exc
 
 
 class Store:
@@ -84,10 +97,27 @@ class Store:
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:
-        """A connection in a transaction, committed when the block ends and rolled back if it raises."""
+        """A connection in a transaction, committed when the block ends and rolled back if it raises.
+
+        StoreCommitUnknownError when the connection to a database server broke during the COMMIT itself. (A
+        SQLite commit that fails was not applied: the file is local, and the error comes before it is.)
+        """
         engine = self._open()
-        with database_errors(self.url), engine.begin() as connection:
-            yield connection
+        committing = False
+        try:
+            with database_errors(self.url), engine.begin() as connection:
+                yield connection
+                committing = True
+        except StoreUnavailableError as exc:
+            if committing and self.dialect != "sqlite":
+                raise StoreCommitUnknownError(
+                    f"{exc}; the connection broke while the transaction committed, so whether the database "
+                    "stored it is unknown") from None
+            raise
+
+    def open(self) -> None:
+        """Connect and migrate the schema now rather than at first use; StoreError as `begin` raises it."""
+        self._open()
 
     def close(self) -> None:
         with self._lock:
@@ -103,8 +133,8 @@ class Store:
                     _make_private_directory(path.parent)
                 engine = create_store_engine(self.url)
                 try:
-                    with database_errors(self.url), engine.begin() as connection:
-                        _create_missing_tables(connection)
+                    with database_errors(self.url):
+                        migrate(engine, self.description)
                 except BaseException:
                     engine.dispose()
                     raise
@@ -112,15 +142,22 @@ class Store:
             return self._engine
 
 
-def _create_missing_tables(connection: Connection) -> None:
-    if connection.dialect.name == "postgresql":
-        # Replicas starting together would race on CREATE TABLE (IF NOT EXISTS is not atomic there); the lock
-        # lasts until this transaction commits.
-        connection.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _SCHEMA_LOCK_ID})
-    for table in metadata.sorted_tables:
-        connection.execute(CreateTable(table, if_not_exists=True))
-        for index in table.indexes:
-            connection.execute(CreateIndex(index, if_not_exists=True))
+def migrate_at_start(config: Config) -> None:
+    """Open the configured database and migrate it, for a server that is starting and will write to it.
+
+    A database whose schema is newer than this toolhost knows raises StoreSchemaError: the server must not
+    start against it. One that cannot be reached now is only logged: the server starts, and the store's first
+    use tries again, as with a store opened lazily.
+    """
+    store = Store.from_config(config)
+    try:
+        store.open()
+    except StoreSchemaError:
+        raise
+    except StoreError as exc:
+        logger.warning("the store is not usable at start (its first use will try again): %s", exc)
+    finally:
+        store.close()
 
 
 def _make_private_directory(directory: Path) -> None:

@@ -134,6 +134,10 @@ def _store_error(exc: sqlalchemy.exc.SQLAlchemyError, url: URL) -> StoreError:
     where = safe_url_text(url)
     path = sqlite_file(url)
     if isinstance(exc, (sqlalchemy.exc.OperationalError, sqlalchemy.exc.InterfaceError)):
+        if path is not None and _sqlite_code(exc) in (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR):
+            return StoreUnavailableError(
+                f"cannot write the SQLite database {path}: {reason} (free space on its filesystem, or raise the "
+                "server's file size limit; the data dir is set by data_dir)")
         if path is not None:
             return StoreUnavailableError(
                 f"cannot use the SQLite database {path}: {reason} (check that the directory is writable by the "
@@ -150,6 +154,12 @@ def _store_error(exc: sqlalchemy.exc.SQLAlchemyError, url: URL) -> StoreError:
     if isinstance(exc, (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError)):
         return StoreUnavailableError(f"{_URL_SETTING} {where} is not usable: {reason}; use {_URL_FORMS}")
     return StoreError(f"database error at {where}: {reason}")
+
+
+def _sqlite_code(exc: sqlalchemy.exc.SQLAlchemyError) -> int | None:
+    """SQLite's primary result code of the error (SQLITE_FULL for a full disk), if the driver raised it."""
+    code = getattr(getattr(exc, "orig", None), "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None  # an extended code holds the primary in its low byte
 
 
 def _reason(exc: sqlalchemy.exc.SQLAlchemyError, url: URL) -> str:

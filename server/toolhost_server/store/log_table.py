@@ -11,7 +11,7 @@ from sqlalchemy import ColumnElement, and_, false, func, insert, not_, or_, sele
 from ..logs.database import DATABASE_SOURCE
 from ..logs.query import LogQuery
 from ..logs.record import LogRecord, SortKey, level_rank
-from .database import Store, rejected_rows_reported
+from .database import Store, batch_errors_reported
 from .schema import logs
 
 
@@ -31,7 +31,7 @@ class LogTable:
             "trace_id": record.trace_id[:32], "span_id": record.span_id[:16], "instance": instance[:128],
             "fields": dict(record.fields),
         } for record in records]
-        with rejected_rows_reported(), self.store.begin() as connection:
+        with batch_errors_reported(), self.store.begin() as connection:
             connection.execute(insert(logs), rows)
 
     def read(self, query: LogQuery, *, skip_instance: str = "", skip_from: datetime | None = None) -> list[LogRecord]:

@@ -1,9 +1,9 @@
-"""The store's tables, as SQLAlchemy Core.
+"""The store's tables at the latest schema version, as SQLAlchemy Core.
 
-Every table is defined on `metadata`; the Store creates the missing ones when it opens, so a later feature
-(logs, audit, user tools, memory, assets) adds its table here and existing databases gain it on the next start.
-Creating is idempotent and additive only: a change to an existing table needs a migration, which this module
-does not do yet.
+Every table is defined on `metadata`. A new database is created from it at once; an existing one is brought to
+it by the migrations in migrations.py, which the Store runs when it opens. Changing a table here therefore
+needs a migration there that makes the same change (tests/test_store_migrations.py compares the two), and a
+new table needs one that creates it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 # Constraint names fixed by convention, so that a later migration can name them on SQLite and PostgreSQL alike.
@@ -57,6 +58,9 @@ audit_records = Table(
     Column("duration_ms", Float, nullable=False),
     Column("outcome", String(64), nullable=False),
     Column("argument_keys", JSON, nullable=False),
+    # How many keys the call had: argument_keys holds at most 64 of them. The server-side default (migration 2)
+    # gives rows from before the column 0, and lets a replica of the previous release still insert.
+    Column("argument_key_count", Integer, nullable=False, server_default=text("0")),
     Index("ix_audit_records_time", "time"),
     Index("ix_audit_records_call_id", "call_id"),
 )

@@ -8,17 +8,26 @@ servers in one process (the tests) count separately, and `/metrics` shows exactl
     metrics.call_started(tool) / metrics.call_released(tool)   # as calls are admitted and released
     metrics.call_finished(tool, outcome, seconds, truncated, redacted)
     metrics.observe_rpc(method, code, seconds)             # from the gRPC layer
+    metrics.observe_store_writer("audit_records", writer.stats)   # read at each scrape
+    metrics.observe_export_queue(tracing.export_queue.stats)     # read at each scrape
     metrics.render()                                       # the text exposition format, for /metrics
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from ..reloading import ReloadReport
+
+if TYPE_CHECKING:
+    from ..batching import BatchWriterStats
+    from .tracing import ExportQueueStats
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Tool calls range from a millisecond (echo) to minutes (a traceroute that times out).
@@ -54,6 +63,9 @@ class ToolhostMetrics:
         self.rpc_seconds = Histogram("toolhost_rpc_duration_seconds",
                                      "How long gRPC requests took, by method and status code", ["method", "code"],
                                      buckets=_RPC_BUCKETS, registry=registry)
+        # Read from their owners at each scrape: the counts live where the records and spans wait.
+        self._buffers = _BufferCollector()
+        registry.register(self._buffers)
         # Labelled children by label values: prometheus_client's labels() validates and locks on every lookup,
         # which cost more than the rest of a call's metrics. Tools and RPC codes are few; the maps stay small.
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -92,5 +104,54 @@ class ToolhostMetrics:
         self._child(self.rpcs, method, code).inc()
         self._child(self.rpc_seconds, method, code).observe(seconds)
 
+    def observe_store_writer(self, table: str, stats: Callable[[], BatchWriterStats]) -> None:
+        """Report what waits for the store's `table` and what was lost, as `stats()` tells at each scrape."""
+        self._buffers.store_writers[table] = stats
+
+    def observe_export_queue(self, stats: Callable[[], ExportQueueStats]) -> None:
+        """Report the spans waiting for the OTLP exporter and those dropped, as `stats()` tells at each scrape."""
+        self._buffers.export_queue = stats
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _BufferCollector(Collector):
+    """The store's write buffers and the span export queue, read from their owners when scraped."""
+
+    def __init__(self) -> None:
+        self.store_writers: dict[str, Callable[[], BatchWriterStats]] = {}
+        self.export_queue: Callable[[], ExportQueueStats] | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        dropped = CounterMetricFamily(
+            "toolhost_store_records_dropped", "Audit and log records never written to the store, by table and "
+            "reason: buffer_full (beyond store_buffer_bytes while the database was down or slow), rejected (the "
+            "database refused the row), shutdown (the database was still unavailable when the server stopped)",
+            labels=["table", "reason"])
+        errors = CounterMetricFamily(
+            "toolhost_store_write_errors", "Batch writes to the store that failed and were kept for a retry",
+            labels=["table"])
+        duplicates = CounterMetricFamily(
+            "toolhost_store_records_possibly_duplicated", "Records written again after the connection broke during "
+            "their commit: each may be stored twice", labels=["table"])
+        buffered = GaugeMetricFamily(
+            "toolhost_store_buffered_bytes", "Estimated bytes of records waiting to be written to the store",
+            labels=["table"])
+        for table, stats_of in sorted(self.store_writers.items()):
+            stats = stats_of()
+            for reason, count in (("buffer_full", stats.dropped), ("rejected", stats.rejected),
+                                  ("shutdown", stats.abandoned)):
+                dropped.add_metric([table, reason], count)
+            errors.add_metric([table], stats.write_errors)
+            duplicates.add_metric([table], stats.uncertain)
+            buffered.add_metric([table], stats.waiting_bytes)
+        spans_dropped = CounterMetricFamily(
+            "toolhost_spans_dropped", "Spans dropped because OTEL_BSP_MAX_QUEUE_SIZE spans already waited for export "
+            "(the OTLP collector slow, down or not answering)")
+        spans_queued = GaugeMetricFamily("toolhost_span_export_queue_spans", "Spans waiting for export")
+        if self.export_queue is not None:
+            queue = self.export_queue()
+            spans_dropped.add_metric([], queue.dropped)
+            spans_queued.add_metric([], queue.queued)
+        yield from (dropped, errors, duplicates, buffered, spans_dropped, spans_queued)

@@ -8,6 +8,7 @@ from typing import Any
 
 import dns.asyncresolver
 import dns.exception
+import dns.inet
 import dns.name
 import dns.rdatatype
 import dns.resolver
@@ -20,6 +21,7 @@ from .net import HOST_MAX_LENGTH, format_seconds, time_budget
 
 RECORD_TYPES = ("A", "AAAA", "CNAME", "MX", "NS", "TXT", "SOA", "PTR", "SRV", "CAA")
 MAX_TIMEOUT_SECONDS = 30
+DNS_PORT = 53
 
 # Letters, digits, '-', '_' (SRV and DKIM names such as _sip._tcp.example.com) and dots; ':' for an IPv6
 # address given with record_type PTR. No leading '-' or '.'.
@@ -67,7 +69,9 @@ class DnsLookup(Tool):
         Parameter("nameserver", "string",
                   "IP address of the nameserver to ask, for example '1.1.1.1'. Omit it to use the server's "
                   "resolver.", schema={"pattern": _ADDRESS_PATTERN, "maxLength": 45}),
-        Parameter("nameserver_port", "integer", "UDP/TCP port of the nameserver.", default=53,
+        Parameter("nameserver_port", "integer",
+                  "UDP/TCP port of the nameserver. Without `nameserver`, another port than 53 sends the server's "
+                  "own resolvers' queries there, which the egress policy must allow.", default=DNS_PORT,
                   schema={"minimum": 1, "maximum": 65535}),
         Parameter("timeout_seconds", "number",
                   f"How long to wait for an answer in all, in seconds (at most {MAX_TIMEOUT_SECONDS}).",
@@ -150,16 +154,34 @@ def _resolver(nameserver: Any, port: int) -> dns.asyncresolver.Resolver:
         except dns.resolver.NoResolverConfiguration:
             raise ToolRaisedFailure(
                 "the server has no DNS resolver configured; pass `nameserver`", "DNS_ERROR") from None
+        if port != DNS_PORT:
+            # The operator chose the server's resolvers, on port 53. On another port the caller picks where the
+            # query goes (a datagram to any service on a loopback or private resolver address, such as
+            # systemd-resolved's 127.0.0.53): the policy decides, as for a nameserver the caller names.
+            current_policy().check_all(_addresses_of(resolver))
     else:
         try:
             address = str(ipaddress.ip_address(nameserver))
         except ValueError:
             raise ToolRaisedFailure(
                 f"nameserver {nameserver!r} is not an IP address", "INVALID_TARGET") from None
-        # The caller picks where the query goes, so the policy decides as for any other connection. The
-        # server's own resolvers are the operator's choice and are not checked.
+        # The caller picks where the query goes, so the policy decides as for any other connection.
         current_policy().check(address)
         resolver = dns.asyncresolver.Resolver(configure=False)
         resolver.nameservers = [address]
     resolver.port = port
     return resolver
+
+
+def _addresses_of(resolver: dns.asyncresolver.Resolver) -> list[str]:
+    """The IP addresses of the resolver's nameservers; EGRESS_DENIED for one that has none (DNS over HTTPS)."""
+    addresses = []
+    for nameserver in resolver.nameservers:
+        address = nameserver if isinstance(nameserver, str) else getattr(nameserver, "address", None)
+        if not isinstance(address, str) or not dns.inet.is_address(address.split("%", 1)[0]):
+            raise ToolRaisedFailure(
+                f"the server's nameserver {nameserver} is no IP address the egress policy can judge, so "
+                f"nameserver_port cannot move its queries; omit nameserver_port or pass `nameserver`",
+                "EGRESS_DENIED")
+        addresses.append(address)
+    return addresses

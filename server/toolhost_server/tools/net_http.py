@@ -65,7 +65,8 @@ class HttpCheck(Tool):
         "website, API or health endpoint is up, see where a URL redirects, or confirm a certificate works. "
         "Any HTTP response, including 404 or 500, is a successful check; the call fails when there is no "
         "response: unknown host, connection refused, TLS error or timeout, or an address (of the URL or of a "
-        "redirect) that the server's egress policy does not allow, such as a cloud metadata address. "
+        "redirect) that the server's egress policy does not allow: a cloud metadata address, or the "
+        "server's own or a private address an operator did not open. "
         "Redirects are reported, not followed, unless follow_redirects is true. No credentials or cookies "
         "are sent."
     )

@@ -39,8 +39,9 @@ class TcpPortCheck(Tool):
         "PostgreSQL 5432, ...) is listening and reachable. A closed or filtered port is a normal answer: "
         "`open` is false and `error` says why (connection refused, timed out, unreachable). The call fails "
         "when the host name does not resolve, or when the server's egress policy does not allow an address "
-        "it resolves to (cloud metadata and link-local addresses, by default). Nothing is sent over the "
-        "connection; it is closed at once."
+        "it resolves to: cloud metadata and link-local addresses never, the server's own and private "
+        "addresses only once an operator opened them. Nothing is sent over the connection; it is closed at "
+        "once."
     )
     category = "network"
     tags = ("network", "tcp", "port", "diagnostics")

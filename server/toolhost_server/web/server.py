@@ -1,15 +1,22 @@
-"""uvicorn running the ASGI app as a task of the current event loop, next to the gRPC server."""
+"""uvicorn running the ASGI app as a task of the current event loop, next to the gRPC server; over TLS when
+the server has a certificate."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 
 import uvicorn
 from starlette.applications import Starlette
+
+from ..config import Config
+from ..telemetry.metrics import ToolhostMetrics
+from .app import create_http_app
+from .metrics_token import load_metrics_token
+from .tls import ReloadingServerContext, http_server_context
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -21,14 +28,29 @@ class _EmbeddedServer(uvicorn.Server):
 
 
 class HttpServer:
-    """Binds `address` ("host:port"; port 0 picks one) at `start()`, which returns the bound port."""
+    """Binds `address` ("host:port"; port 0 picks one) at `start()`, which returns the bound port; serves
+    HTTPS with `tls`."""
 
-    def __init__(self, app: Starlette, address: str) -> None:
+    def __init__(self, app: Starlette, address: str, tls: ReloadingServerContext | None = None,
+                 metrics_token: bool = False) -> None:
         self._app = app
         self._address = address
+        self.tls = tls
+        self._metrics_token = metrics_token
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
         self.port = 0
+
+    @property
+    def protection(self) -> str:
+        """What guards the listener, for the start-up log line: "" when nothing does."""
+        said = ""
+        if self.tls is not None:
+            said = " over TLS, client certificates required" if self.tls.client_certificates_required \
+                else " over TLS"
+        if self._metrics_token:
+            said += "; /metrics needs the metrics token"
+        return said
 
     async def start(self) -> int:
         host, _, port = self._address.rpartition(":")
@@ -49,6 +71,10 @@ class HttpServer:
         # No access log (every scrape would be a line) and no logging configuration of its own (the server's
         # redacting handlers apply). The socket listens already: requests wait in its backlog until uvicorn runs.
         config = uvicorn.Config(self._app, log_config=None, access_log=False, lifespan="off")
+        config.load()
+        # Our context rather than one uvicorn makes from file names: its SNI callback switches each connection
+        # to the newest certificate (web.tls).
+        config.ssl = self.tls.context if self.tls is not None else None
         self._server = _EmbeddedServer(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="http-server")
         return self.port
@@ -59,3 +85,12 @@ class HttpServer:
         self._server.should_exit = True
         with suppress(asyncio.CancelledError):
             await self._task
+
+
+def create_http_server(config: Config, metrics: ToolhostMetrics, ready: Callable[[], bool]) -> HttpServer:
+    """The HTTP listener of `config.http_address`: TLS when the server has a certificate (client certificates
+    required with tls_client_ca_file), /metrics behind metrics_token_file when set. OSError naming the setting
+    when a file cannot be used."""
+    token = load_metrics_token(config.metrics_token_file)
+    return HttpServer(create_http_app(metrics, ready, token), config.http_address, http_server_context(config),
+                      metrics_token=token is not None)

@@ -1,0 +1,167 @@
+"""The store's schema versions and the migrations between them, run by the Store when it opens.
+
+The version lives in the database, in the `schema_version` table: one row per version reached (when, by which
+toolhost, how), the highest being the database's. Opening brings the database to LATEST_VERSION:
+
+- a database without toolhost's tables gets the latest schema at once (schema.metadata), recorded as such;
+- a database with toolhost's tables but no `schema_version` was made before versions existed: it is version 1
+  (migration 1 adds any version-1 table an older release had not created yet);
+- then each missing migration runs in order, each in its own transaction with its version row, so that a
+  failure leaves the database at the last version completed and the next start resumes from there;
+- a version newer than LATEST_VERSION stops everything (StoreSchemaError): this toolhost would misread a
+  schema it does not know, and never downgrades one.
+
+Replicas starting together take turns. On PostgreSQL every transaction here first takes a transaction-scoped
+advisory lock (the key the pre-version releases took to create their tables, so that those are excluded too)
+and reads the version under it: the first replica migrates, the others wait, then find the work done. SQLite's
+transactions start with BEGIN IMMEDIATE (engine.py), which serialises them in the same way. Both databases run
+DDL inside a transaction, so a migration is applied whole or not at all.
+
+To change the schema: change schema.py, and append to MIGRATIONS a Migration that turns the previous version
+into it; tests/test_store_migrations.py checks that a migrated database and a new one end up alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Column, Connection, DateTime, Engine, Integer, MetaData, String, Table, func, inspect, select
+from sqlalchemy import text as sql_text
+from sqlalchemy.schema import CreateColumn, CreateIndex, CreateTable
+
+from .. import __version__
+from . import schema, schema_v1
+from .errors import StoreSchemaError
+
+logger = logging.getLogger("toolhost.store")
+
+# Any constant works as long as every replica, of every release, uses the same one (pg_advisory_xact_lock takes a
+# bigint); the releases before versions took this one around their CREATE TABLEs.
+SCHEMA_LOCK_ID = 0x746F6F6C686F7374  # "toolhost"
+
+# The migrator's own bookkeeping, outside schema.metadata: its shape must never depend on the version it records.
+schema_version = Table(
+    "schema_version", MetaData(),
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", DateTime(timezone=True), nullable=False),
+    Column("toolhost_version", String(64), nullable=False),
+    Column("description", String(256), nullable=False),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """What turns the schema of version `version - 1` into `version`; `apply` runs in the caller's transaction."""
+
+    version: int
+    description: str
+    apply: Callable[[Connection], None]
+
+
+def _create_version_1_tables(connection: Connection) -> None:
+    # Before versions, the store created the tables missing at each start, so a database last opened by an older
+    # toolhost lacks the tables that came after it: they are created now.
+    _create_tables(connection, schema_v1.metadata)
+
+
+# The column as migration 2 adds it, frozen here: a later change to the column in schema.py must not change
+# what this migration did.
+_argument_key_count = Column("argument_key_count", Integer, nullable=False, server_default=sql_text("0"))
+_audit_records_v2 = Table("audit_records", MetaData(), _argument_key_count)
+
+
+def _add_argument_key_count(connection: Connection) -> None:
+    # Old rows get 0: nothing counted their keys. PostgreSQL (11+) adds a column with a constant default without
+    # rewriting the table, and the default lets replicas of the previous release, still running during a rolling
+    # update, go on inserting without the column.
+    _add_column(connection, _audit_records_v2, _argument_key_count)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "the credentials, audit_records and logs tables (toolhost before schema versions)",
+              _create_version_1_tables),
+    Migration(2, "audit_records.argument_key_count (0 for older rows)", _add_argument_key_count),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+def migrate(engine: Engine, database: str) -> None:
+    """Bring the database of `engine` to LATEST_VERSION, one transaction per step.
+
+    `database` names it in messages. StoreSchemaError when its version is newer than this code knows; the
+    engine's own errors (SQLAlchemy's) are left to the caller to translate.
+    """
+    while True:
+        with engine.begin() as connection:
+            _take_schema_lock(connection)
+            version = current_version(connection)
+            if version > LATEST_VERSION:
+                raise _newer_schema_error(connection, version, database)
+            if version == LATEST_VERSION:
+                return
+            if version == 0 and not _has_toolhost_tables(connection):
+                _create_latest_schema(connection)
+                done = f"created at version {LATEST_VERSION}"
+            else:
+                migration = MIGRATIONS[version]  # the one that leads from `version` to version + 1
+                migration.apply(connection)
+                _record_version(connection, migration.version, migration.description)
+                done = f"migrated to version {migration.version}: {migration.description}"
+        # Once committed: a step that failed to commit is not reported done.
+        logger.info("the store's schema in %s: %s", database, done)
+
+
+def _take_schema_lock(connection: Connection) -> None:
+    if connection.dialect.name == "postgresql":
+        # Held until this transaction ends: another replica's migration waits here, then reads the new version.
+        connection.execute(sql_text("SELECT pg_advisory_xact_lock(:id)"), {"id": SCHEMA_LOCK_ID})
+
+
+def current_version(connection: Connection) -> int:
+    """The database's schema version: 0 when it has no schema_version rows (new, or made before versions)."""
+    if not inspect(connection).has_table(schema_version.name):
+        return 0
+    return int(connection.execute(select(func.max(schema_version.c.version))).scalar() or 0)
+
+
+def _has_toolhost_tables(connection: Connection) -> bool:
+    return not schema_v1.TABLE_NAMES.isdisjoint(inspect(connection).get_table_names())
+
+
+def _create_latest_schema(connection: Connection) -> None:
+    _create_tables(connection, schema.metadata)
+    _record_version(connection, LATEST_VERSION, "created at this version")
+
+
+def _record_version(connection: Connection, version: int, description: str) -> None:
+    _create_tables(connection, schema_version.metadata)
+    connection.execute(schema_version.insert().values(
+        version=version, applied_at=datetime.now(UTC), toolhost_version=__version__, description=description))
+
+
+def _create_tables(connection: Connection, metadata: MetaData) -> None:
+    for table in metadata.sorted_tables:
+        connection.execute(CreateTable(table, if_not_exists=True))
+        for index in table.indexes:
+            connection.execute(CreateIndex(index, if_not_exists=True))
+
+
+def _add_column(connection: Connection, table: Table, column: Column[int]) -> None:
+    # SQLAlchemy Core has no ALTER TABLE construct; the column's definition is compiled by the dialect, as
+    # CREATE TABLE would write it, so the statement is the same on SQLite and PostgreSQL but for their types.
+    preparer = connection.dialect.identifier_preparer
+    definition = CreateColumn(column).compile(dialect=connection.dialect)
+    connection.execute(sql_text(f"ALTER TABLE {preparer.format_table(table)} ADD COLUMN {definition}"))
+
+
+def _newer_schema_error(connection: Connection, version: int, database: str) -> StoreSchemaError:
+    migrated_by = connection.execute(
+        select(schema_version.c.toolhost_version).where(schema_version.c.version == version)).scalar()
+    by = f"toolhost {migrated_by}" if migrated_by else "a newer toolhost"
+    return StoreSchemaError(
+        f"the database {database} has schema version {version}, newer than this toolhost ({__version__}) knows "
+        f"(up to {LATEST_VERSION}): {by} migrated it. Run that release or a later one against it, or set "
+        "database_url (TOOLHOST_DATABASE_URL) to another database; toolhost never downgrades a schema")
