@@ -249,7 +249,7 @@ def _parameters(value: Any) -> tuple[Parameter, ...]:
             raise DefinitionError(f"parameter {pname!r} is declared twice", (*at, "name"))
         seen.add(pname)
         ptype = item.get("type", "string")
-        if ptype not in PARAMETER_TYPES:
+        if not isinstance(ptype, str) or ptype not in PARAMETER_TYPES:  # a list or mapping is unhashable
             raise DefinitionError(
                 f"parameter {pname!r} has type {ptype!r}; use one of {', '.join(sorted(PARAMETER_TYPES))}",
                 (*at, "type"))
