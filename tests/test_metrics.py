@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import secrets
 import ssl
 
@@ -144,3 +145,25 @@ async def test_a_served_toolhost_counts_its_calls_reloads_and_rpcs(tmp_path):
     assert values[("toolhost_rpc_requests_total", (("code", "NOT_FOUND"), ("method", call_tool)))] == 1
     assert values[("toolhost_rpc_requests_total", (("code", "OK"), ("method", "toolhost.v1.ToolService/Reload")))] == 1
     assert values[("toolhost_rpc_duration_seconds_count", (("code", "NOT_FOUND"), ("method", call_tool)))] == 1
+    assert 0 < values[("toolhost_log_ring_bytes", ())] <= 64 * 2**20  # the audit lines of the calls, at least
+
+
+async def test_the_log_ring_gauge_follows_what_the_ring_holds_up_to_log_memory_bytes(start_server):
+    bound = 100_000
+    server = await start_server(log_memory_bytes=bound)
+    metrics = server.toolhost.metrics
+
+    def ring_bytes() -> float:
+        return samples(metrics.render().decode())[("toolhost_log_ring_bytes", ())]
+
+    big_line = "x" * 20_000
+    before = ring_bytes()
+    logging.getLogger("toolhost.test").warning("%s", big_line)
+    after = ring_bytes()
+    # The line is counted; unless the ring was already near its bound (the server's own start-up lines and
+    # whatever else this process logged), when older records made room for it.
+    assert after >= before + len(big_line) or after > bound - 2 * len(big_line), (before, after)
+    for _ in range(2 * bound // len(big_line)):
+        logging.getLogger("toolhost.test").warning("%s", big_line)
+    # Full: the oldest records went, and what is left is within one record of the bound.
+    assert bound - 2 * len(big_line) < ring_bytes() <= bound

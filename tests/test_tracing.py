@@ -9,15 +9,10 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -29,6 +24,7 @@ from toolhost_server.sanitize import LearningRedactor, Redactor
 from toolhost_server.telemetry import RedactingSpanExporter, Tracing, TracingConfigError
 
 from helpers.catalogs import write_tool
+from helpers.otlp import ExportedSpan, otlp_receiver
 from helpers.servers import ServerProcess
 
 CLIENT_TRACE_ID = secrets.token_hex(16)
@@ -38,79 +34,15 @@ TRACEPARENT = f"00-{CLIENT_TRACE_ID}-{CLIENT_SPAN_ID}-01"
 ARGUMENT_VALUE = "argument-value-" + secrets.token_hex(6)
 
 
-@dataclass
-class ExportedSpan:
-    """One span as the receiver got it, ids in hex and attributes decoded."""
-
-    service: str
-    name: str
-    kind: int
-    trace_id: str
-    span_id: str
-    parent_id: str
-    attributes: dict[str, Any]
-    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    status_code: int = Status.STATUS_CODE_UNSET
-    status_message: str = ""
-
-
-def _value(value: AnyValue) -> Any:
-    which = value.WhichOneof("value")
-    if which == "array_value":
-        return [_value(item) for item in value.array_value.values]
-    return getattr(value, which) if which else None
-
-
-def _attributes(pairs: Any) -> dict[str, Any]:
-    return {pair.key: _value(pair.value) for pair in pairs}
-
-
-class SpanReceiver(trace_service_pb2_grpc.TraceServiceServicer):
-    """An OTLP trace receiver: keeps every span it is sent, and the requests as they came."""
-
-    def __init__(self) -> None:
-        self.spans: list[ExportedSpan] = []
-        self.raw: list[bytes] = []
-
-    async def Export(self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any) -> Any:
-        self.raw.append(request.SerializeToString())
-        for resource_spans in request.resource_spans:
-            service = _attributes(resource_spans.resource.attributes).get("service.name", "")
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    self.spans.append(ExportedSpan(
-                        service, span.name, span.kind, span.trace_id.hex(), span.span_id.hex(),
-                        span.parent_span_id.hex(), _attributes(span.attributes),
-                        [(event.name, _attributes(event.attributes)) for event in span.events],
-                        span.status.code, span.status.message))
-        return trace_service_pb2.ExportTraceServiceResponse()
-
-    async def wait_for(self, matches: Callable[[list[ExportedSpan]], bool], timeout: float = 15) -> list[ExportedSpan]:
-        async with asyncio.timeout(timeout):
-            while not matches(self.spans):
-                await asyncio.sleep(0.02)
-        return self.spans
-
-    async def trace(self, trace_id: str, count: int) -> list[ExportedSpan]:
-        """The spans of one trace, once `count` of them have arrived."""
-        spans = await self.wait_for(lambda spans: len([s for s in spans if s.trace_id == trace_id]) >= count)
-        return [s for s in spans if s.trace_id == trace_id]
-
-
 @pytest.fixture
 async def receiver(monkeypatch):
-    collector = SpanReceiver()
-    server = grpc.aio.server()
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(collector, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    await server.start()
     for variable in ("OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
                      "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED"):
         monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{port}")
-    monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # export within 50 ms rather than 5 s
-    yield collector
-    await server.stop(0)
+    async with otlp_receiver() as (collector, endpoint):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # export within 50 ms rather than 5 s
+        yield collector
 
 
 def one(spans: list[ExportedSpan], name: str) -> ExportedSpan:

@@ -85,13 +85,16 @@ class Toolhost:
         self._watch_task: asyncio.Task[None] | None = None
 
     def _observe_buffers(self) -> None:
-        """What waits for the store and for the OTLP collector, and what they lost, in the metrics."""
+        """What waits for the store and for the OTLP collector, what they lost, and what the log ring holds, in
+        the metrics."""
         if self.audit.writer is not None:
             self.metrics.observe_store_writer("audit_records", self.audit.writer.stats)
         if self.logs.database_handler is not None:
             self.metrics.observe_store_writer("logs", self.logs.database_handler.writer.stats)
         if self.tracing.export_queue is not None:
             self.metrics.observe_export_queue(self.tracing.export_queue.stats)
+        ring = self.logs.ring
+        self.metrics.observe_log_ring(lambda: ring.held_bytes)
 
     async def start(self) -> ReloadReport:
         if self.config.audit_database or self.config.log_database:
@@ -105,6 +108,9 @@ class Toolhost:
         logger.info("%s", self.tracing.describe())
         for line in self.credentials.describe():
             logger.info("credentials: %s", line)
+        # Every configured value is hidden from the start, not only once a call resolves it: a log file, or another
+        # replica's log rows, may hold one before any tool here has used it.
+        self.redactor.learn(await self.credentials.configured_values())
         report = await self.reloader.reload("start")
         if self.config.watch_catalog:
             self._watcher = CatalogWatcher(

@@ -362,7 +362,12 @@ def _redact(outcome: RunOutcome, redactor: Redactor) -> tuple[RunOutcome, bool]:
     failure_redacted = False
     if failure is not None:
         message = redactor.redact_text(failure.message)
-        failure, failure_redacted = ToolFailure(failure.code, _shortened(message.value, redactor)), message.redacted
+        # A code holding a secret (a credential shaped like a code) is no code: it would become an audit outcome,
+        # a span attribute and a metric label, none of which a redacted "[REDACTED]" code may be either.
+        code_redacted = redactor.redact_text(failure.code).redacted
+        code = "TOOL_EXCEPTION" if code_redacted else failure.code
+        failure = ToolFailure(code, _shortened(message.value, redactor))
+        failure_redacted = message.redacted or code_redacted
     redacted = output.redacted or stderr.redacted or structured.redacted or failure_redacted
     if not redacted and not outcome.cut_streams and failure == outcome.failure:
         return outcome, False

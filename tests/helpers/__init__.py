@@ -8,6 +8,8 @@
 - `processes`: the processes a tool left behind, and zombies; `cli`: the `toolhost` command as a child.
 - `auth`: bearer tokens and the auth file that grants them roles; `certificates`: a throwaway CA made by openssl.
 - `http_servers`: an HTTP server on 127.0.0.1 in a thread, for the tools that call out.
+- `otlp`: an OTLP trace receiver standing in for a collector; `sinks`: what a response, log or database holds,
+  as text to search.
 - `json_strategies`: Hypothesis strategies of odd JSON values and texts, for the fuzz suites (tests/fuzz).
 
 The tests directory is on sys.path (pytest puts it there; subprocess servers get it through PYTHONPATH, see

@@ -5,6 +5,9 @@ services, by default and by no spelling of an address.
 (TOOLHOST_EGRESS_OPEN); the refusal names the setting and the network to open.
 4: the unspecified address (0.0.0.0, "0", "0x0", ::) reaches this host and is always denied, opened loopback or
 not; an IPv6 address that embeds an IPv4 one is judged by the IPv4 address it reaches.
+Further spellings (octal and short IPv4, case, trailing dots, zero-padded and scoped IPv6, brackets, userinfo, a
+percent-encoded host, the machine's own name) reach nothing: a socket listening on every address of this host
+is left with an empty backlog, and a spelling the resolver here takes to this host is refused by the tool.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from threading import Thread
 from typing import Any, ClassVar
 
 import dns.resolver
+import grpc
 import pytest
 
 from toolhost.v1 import tool_service_pb2
@@ -206,3 +210,89 @@ async def test_metadata_services_stay_denied_whatever_is_opened(start_server, mo
     response = await call(server, "tcp_port_check", host=host, port=80, timeout_seconds=1)
     assert_refused(response, host)
     assert "always denied" in response.error.message, response.error.message
+
+
+# --- more spellings of this host ----------------------------------------------------------------------------
+
+# Octal, short and zero-padded forms, another loopback address, case, trailing dots (the root of the DNS tree),
+# spelled-out and scoped IPv6, brackets where a host belongs without them, and the machine's own name.
+MORE_SPELLINGS = ["0177.0.0.1", "0177.1", "017700000001", "0x7f.0.0.1", "0x7f.1", "127.000.000.001",
+                  "127.127.127.127", "LOCALHOST", "localhost.", "127.0.0.1.", "0:0:0:0:0:0:0:1", "::0:1",
+                  "::ffff:7f00:1", "::1%lo", "[::1]", socket.gethostname()]
+# The same in URLs, with userinfo and a percent-encoded host.
+MORE_URL_HOSTS = ["0177.0.0.1", "0177.1", "0x7f.1", "127.000.000.001", "127.127.127.127", "LOCALHOST", "localhost.",
+                  "127.0.0.1.", "[0:0:0:0:0:0:0:1]", "[::ffff:7f00:1]", "[::1%25lo]", "user:pass@127.0.0.1",
+                  "%31%32%37.0.0.1", socket.gethostname()]
+
+
+@pytest.fixture
+def listener() -> Iterator[socket.socket]:
+    """A TCP socket listening on every address of this host, IPv6 and IPv4, that never accepts: a connection
+    that any spelling reached waits in its backlog."""
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(("::", 0))
+    except OSError:  # no IPv6 here: IPv4 alone
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("0.0.0.0", 0))
+    sock.listen(8)
+    sock.setblocking(False)
+    with sock:
+        yield sock
+
+
+def assert_nothing_reached(listener: socket.socket, host: str) -> None:
+    with pytest.raises(BlockingIOError):
+        accepted, _ = listener.accept()
+        accepted.close()
+        pytest.fail(f"{host!r} reached this host's listening port")
+
+
+def resolves_to_this_host(host: str) -> bool:
+    """Whether this machine's resolver takes `host` to a loopback address or one of its own (so the policy must
+    refuse it rather than fail to resolve it)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(a.startswith("127.") or a in ("::1", "::ffff:127.0.0.1")
+                                   or a == non_loopback_address() for a in addresses)
+
+
+# A call the API refuses (the tool's schema does not admit the spelling) never ran; one that ran must not have
+# connected, and where the resolver here takes the host to this machine the tool refused it: the egress policy,
+# or the URL parser for a host it will not read (INVALID_TARGET).
+REFUSED_HERE = ("EGRESS_DENIED", "INVALID_TARGET")
+
+
+async def call_or_refusal(server, name: str, **arguments: object) -> tool_service_pb2.CallToolResponse | None:
+    """The response, or None when the API refused the arguments (INVALID_ARGUMENT: the tool did not run)."""
+    try:
+        return await call(server, name, **arguments)
+    except grpc.aio.AioRpcError as refusal:
+        assert refusal.code() == grpc.StatusCode.INVALID_ARGUMENT, refusal
+        return None
+
+
+@pytest.mark.parametrize("host", MORE_SPELLINGS)
+async def test_tcp_port_check_reaches_no_other_spelling_of_this_host(server, listener, host):
+    response = await call_or_refusal(server, "tcp_port_check", host=host, port=listener.getsockname()[1],
+                                     timeout_seconds=2)
+    if response is not None:
+        assert not (response.success and json.loads(response.output)["open"]), (host, response)
+        if resolves_to_this_host(host):
+            assert response.error.code in REFUSED_HERE, (host, response)
+    assert_nothing_reached(listener, host)
+
+
+@pytest.mark.parametrize("host", MORE_URL_HOSTS)
+async def test_http_check_reaches_no_other_spelling_of_this_host(server, listener, host):
+    url = f"http://{host}:{listener.getsockname()[1]}/"
+    response = await call_or_refusal(server, "http_check", url=url, timeout_seconds=2)
+    if response is not None:
+        assert not response.success, (url, response)
+        if resolves_to_this_host(host.rpartition("@")[2].strip("[]")):
+            assert response.error.code in REFUSED_HERE, (url, response)
+    assert_nothing_reached(listener, url)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -35,6 +35,8 @@ class CredentialSource(ABC):
       hold it. Values are checked (`check_credential_value`) before they are returned; what cannot be used
       raises CredentialSourceError. `lookup` may block: async code calls `lookup_async`, which runs it in a
       thread unless the source sets `blocking = False`.
+    - `names()` lists the credentials the source holds, so that their values are hidden from the start; a
+      source that cannot list them keeps the default (none).
 
     A source holding fixed values:
 
@@ -62,6 +64,12 @@ class CredentialSource(ABC):
     @abstractmethod
     def lookup(self, name: str) -> Mapping[str, str] | None:
         """The keys and values of credential `name`, or None when this source does not hold it."""
+
+    def names(self) -> Sequence[str]:
+        """The names of the credentials this source holds now, so that the server can hide their values from the
+        start. May block like `lookup`; raises CredentialSourceError when the source cannot be listed. A source
+        that cannot list what it holds returns none (its values are then hidden once a call resolves them)."""
+        return ()
 
     async def lookup_async(self, name: str) -> Mapping[str, str] | None:
         if not self.blocking:

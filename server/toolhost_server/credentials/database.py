@@ -1,14 +1,14 @@
 """Credentials from the store's encrypted credentials table (set with `toolhost credentials set`).
 
 Without a store key the source is unavailable (nothing could be decrypted) and SQLAlchemy is not even imported.
-With one, the database is connected at the first lookup, not at start: a server whose tools find their
-credentials elsewhere never needs it. A malformed key or database_url is an error at construction, so the
-server reports it when it starts.
+With one, a starting server connects to list and read what it holds (every value is hidden from the start, see
+CredentialResolver.configured_values); a database that cannot be reached then is logged, and calls try again.
+A malformed key or database_url is an error at construction, so the server reports it when it starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..config import Config
@@ -30,7 +30,7 @@ class DatabaseCredentialSource(CredentialSource):
     def __init__(self, config: Config, key: StoreKey | None) -> None:
         self._key = key
         # Without a key nothing could be decrypted: SQLAlchemy is not even imported. With one, a database_url
-        # that cannot work is reported now (StoreUnavailableError); connecting waits for the first lookup.
+        # that cannot work is reported now (StoreUnavailableError); connecting waits for the first use.
         self._table = _credential_table(config, key) if key is not None else None
 
     @classmethod
@@ -53,6 +53,14 @@ class DatabaseCredentialSource(CredentialSource):
         try:
             return self._table.get(name)
         except (StoreError, InvalidCredentialError) as exc:
+            raise CredentialSourceError(str(exc)) from None
+
+    def names(self) -> Sequence[str]:
+        if self._table is None:
+            return ()
+        try:
+            return sorted({stored.name for stored in self._table.list_keys()})
+        except StoreError as exc:
             raise CredentialSourceError(str(exc)) from None
 
     def close(self) -> None:

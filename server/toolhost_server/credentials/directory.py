@@ -10,11 +10,17 @@ gives one consistent version, never old and new keys mixed.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .base import Availability, CredentialSource, CredentialSourceError
-from .names import MAX_VALUE_BYTES, InvalidCredentialError, check_credential_value, is_credential_key
+from .names import (
+    MAX_VALUE_BYTES,
+    InvalidCredentialError,
+    check_credential_value,
+    is_credential_key,
+    is_credential_name,
+)
 
 KUBERNETES_DATA_LINK = "..data"
 _ATTEMPTS = 3
@@ -41,6 +47,21 @@ class DirectoryCredentialSource(CredentialSource):
 
     def describe(self) -> str:
         return f"directory {self.directory}"
+
+    def names(self) -> Sequence[str]:
+        data_link = self.directory / KUBERNETES_DATA_LINK
+        base = Path(os.path.realpath(data_link)) if data_link.is_symlink() else self.directory
+        try:
+            with os.scandir(base) as entries:
+                files = [entry.name for entry in entries]
+        except OSError as exc:
+            raise CredentialSourceError(f"cannot list {self.directory}: {exc.strerror or exc}") from None
+        found = set()
+        for file_name in files:
+            name, dot, key = file_name.partition(".")
+            if dot and is_credential_name(name) and is_credential_key(key):
+                found.add(name)
+        return sorted(found)
 
     def lookup(self, name: str) -> Mapping[str, str] | None:
         for _ in range(_ATTEMPTS):

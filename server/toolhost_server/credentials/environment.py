@@ -8,10 +8,10 @@ fit (lower-case letters, an empty key) are not credentials and are ignored.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from .base import Availability, CredentialSource, CredentialSourceError
-from .names import InvalidCredentialError, check_credential_value, is_credential_key
+from .names import InvalidCredentialError, check_credential_value, is_credential_key, is_credential_name
 
 ENV_PREFIX = "TOOLHOST_CRED_"
 
@@ -34,6 +34,19 @@ class EnvironmentCredentialSource(CredentialSource):
 
     def describe(self) -> str:
         return f"environment ({ENV_PREFIX}<NAME>_<KEY>)"
+
+    def names(self) -> Sequence[str]:
+        found = set()
+        for variable in self._environ:
+            if not variable.startswith(ENV_PREFIX):
+                continue
+            written_name, _, written_key = variable[len(ENV_PREFIX):].partition("_")
+            name, key = written_name.lower(), written_key.lower()
+            # As lookup reads them: upper case only, a valid name and key.
+            if (written_name, written_key) == (name.upper(), key.upper()) and is_credential_name(name) \
+                    and is_credential_key(key):
+                found.add(name)
+        return sorted(found)
 
     def lookup(self, name: str) -> Mapping[str, str] | None:
         prefix = f"{ENV_PREFIX}{name.upper()}_"

@@ -9,6 +9,7 @@ is not available (no credentials_dir, no store key) is skipped, and the reason i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -78,6 +79,33 @@ class CredentialResolver:
         if problems:
             raise MissingCredentialsError(problems)
         return ResolvedCredentials(resolved)
+
+    async def configured_values(self) -> list[str]:
+        """Every value every available source holds now, shadowed ones included (each is somebody's secret):
+        what the server's redactor learns at start, so that a value is hidden before a call first resolves it,
+        in a log file or another replica's log rows for example. A source or credential that cannot be read is
+        logged and skipped; a call that needs it reports why."""
+        values: list[str] = []
+        for source in self.sources:
+            if not source.is_available():
+                continue
+            try:
+                names = await asyncio.to_thread(source.names) if source.blocking else source.names()
+            except CredentialSourceError as exc:
+                logger.warning("the credentials of the %s source cannot be listed: %s", source.source, exc)
+                continue
+            for name in names:
+                try:
+                    check_credential_name(name)
+                    found = await source.lookup_async(name) or {}
+                    for key, value in found.items():
+                        check_credential_key(key)
+                        check_credential_value(name, key, value, source.describe())
+                except (CredentialSourceError, InvalidCredentialError) as exc:
+                    logger.warning("credential %r of the %s source cannot be used: %s", name, source.source, exc)
+                    continue
+                values.extend(found.values())
+        return values
 
     def close(self) -> None:
         for source in self.sources:

@@ -2,9 +2,10 @@
 
 Each value is searched as is, base64-encoded (standard and URL-safe alphabets, at each of the three
 byte alignments a value can have inside a longer encoded text, and wrapped in lines as base64(1), PEM and
-MIME write it), percent-encoded (`quote`, `quote_plus`, upper- and lowercase hex) and JSON-escaped. Values
-shorter than MIN_KNOWN_VALUE_LENGTH are refused: `admin` or `1234` would also hide ordinary words and numbers
-wherever they occur.
+MIME write it), percent-encoded (`quote`, `quote_plus`, upper- and lowercase hex), JSON-escaped, inside
+Python's repr of it or of its UTF-8 bytes (`%r` in a log call), and as the hex of its UTF-8 bytes (`xxd -p`,
+`bytes.hex()`; lower- and uppercase). Values shorter than MIN_KNOWN_VALUE_LENGTH are refused: `admin` or
+`1234` would also hide ordinary words and numbers wherever they occur.
 """
 
 from __future__ import annotations
@@ -66,8 +67,13 @@ def wrapped_pattern(fragment: str) -> re.Pattern[str]:
 
 def variants(value: str) -> set[str]:
     """Every form of `value` that is searched for."""
-    found = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}
-    found |= base64_fragments(value.encode("utf-8"))
+    data = value.encode("utf-8")
+    found = {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1], data.hex(),
+             data.hex().upper()}
+    # Python's repr, as `%r` in a log call or a printed container shows it: a str's, escaped to ASCII or not, and
+    # a bytes' (its UTF-8 bytes as \x escapes).
+    found |= {repr(value)[1:-1], ascii(value)[1:-1], repr(data)[2:-1]}
+    found |= base64_fragments(data)
     for encoded in (quote(value, safe=""), quote(value), quote_plus(value, safe=""), quote_plus(value)):
         found.add(encoded)
         found.add(_PERCENT_ESCAPE.sub(lambda escape: escape.group().lower(), encoded))

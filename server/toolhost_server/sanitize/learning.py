@@ -1,8 +1,9 @@
-"""The server-wide redactor that also knows every credential value the server has resolved so far.
+"""The server-wide redactor that also knows every credential value the server holds or has resolved so far.
 
 Log records and spans belong to no single call's redactor: a tool's log line is formatted by a handler that
-cannot know which call wrote it. So each value a call resolves is learned here once, and every record from
-then on is redacted with it too. Values are never forgotten: a value that was a secret once stays hidden.
+cannot know which call wrote it. So the values the credential sources hold at start are learned here, and so is
+each value a call resolves (a rotated Secret's new one) the first time; every record from then on is redacted
+with them. Values are never forgotten: a value that was a secret once stays hidden.
 """
 
 from __future__ import annotations

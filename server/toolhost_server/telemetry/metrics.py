@@ -10,6 +10,7 @@ servers in one process (the tests) count separately, and `/metrics` shows exactl
     metrics.observe_rpc(method, code, seconds)             # from the gRPC layer
     metrics.observe_store_writer("audit_records", writer.stats)   # read at each scrape
     metrics.observe_export_queue(tracing.export_queue.stats)     # read at each scrape
+    metrics.observe_log_ring(lambda: ring.held_bytes)            # read at each scrape
     metrics.render()                                       # the text exposition format, for /metrics
 """
 
@@ -112,16 +113,22 @@ class ToolhostMetrics:
         """Report the spans waiting for the OTLP exporter and those dropped, as `stats()` tells at each scrape."""
         self._buffers.export_queue = stats
 
+    def observe_log_ring(self, held_bytes: Callable[[], int]) -> None:
+        """Report the estimated bytes of the log records the memory ring holds, as `held_bytes()` tells at each
+        scrape: a long-running server's check that the ring stays within log_memory_bytes."""
+        self._buffers.log_ring_bytes = held_bytes
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
 
 class _BufferCollector(Collector):
-    """The store's write buffers and the span export queue, read from their owners when scraped."""
+    """The store's write buffers, the span export queue and the log ring, read from their owners when scraped."""
 
     def __init__(self) -> None:
         self.store_writers: dict[str, Callable[[], BatchWriterStats]] = {}
         self.export_queue: Callable[[], ExportQueueStats] | None = None
+        self.log_ring_bytes: Callable[[], int] | None = None
 
     def collect(self) -> Iterator[Metric]:
         dropped = CounterMetricFamily(
@@ -154,4 +161,9 @@ class _BufferCollector(Collector):
             queue = self.export_queue()
             spans_dropped.add_metric([], queue.dropped)
             spans_queued.add_metric([], queue.queued)
-        yield from (dropped, errors, duplicates, buffered, spans_dropped, spans_queued)
+        ring_bytes = GaugeMetricFamily(
+            "toolhost_log_ring_bytes", "Estimated bytes of the server's recent log records held in memory for the "
+            "log inspector (at most log_memory_bytes)")
+        if self.log_ring_bytes is not None:
+            ring_bytes.add_metric([], self.log_ring_bytes())
+        yield from (dropped, errors, duplicates, buffered, spans_dropped, spans_queued, ring_bytes)
