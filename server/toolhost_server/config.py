@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from .workspaces.workspace import DEFAULT_MAX_FILE_BYTES, WORKSPACE_NAME_PATTERN, Workspace
+
 logger = logging.getLogger("toolhost.config")
 
 BUNDLED_CATALOG = Path(__file__).parent / "catalog" / "examples"
@@ -84,6 +86,8 @@ class Config:
     trusted_unix_socket: bool = False
     # Serve a non-loopback address without TLS and authentication (a proxy or mesh in front provides them).
     insecure: bool = False
+    # Empty: the file tools are not served. The first is the tools' default workspace.
+    workspaces: tuple[Workspace, ...] = ()
 
     def process_identity(self) -> tuple[int, int] | None:
         """The (uid, gid) process tools run as, or None for the server's own user.
@@ -209,6 +213,62 @@ def _line_pattern(value: Any) -> str:
     return text
 
 
+_WORKSPACE_KEYS = ("name", "path", "read_only", "allow_bash", "max_file_bytes", "owner")
+
+
+def _workspaces(value: Any) -> tuple[Workspace, ...]:
+    """A list of mappings (config file), or `name=path` entries: colon-separated (environment) or one per
+    flag. Each directory must exist now: a typo should stop the server, not confine the tools to a new empty
+    directory."""
+    items = value if isinstance(value, (list, tuple)) else str(value).split(":")
+    workspaces: list[Workspace] = []
+    for item in items:
+        if isinstance(item, str) and not item.strip():
+            continue
+        workspace = _workspace(item)
+        if any(w.name == workspace.name for w in workspaces):
+            raise ValueError(f"has two workspaces named {workspace.name!r}; names must be unique")
+        workspaces.append(workspace)
+    return tuple(workspaces)
+
+
+def _workspace(item: Any) -> Workspace:
+    if isinstance(item, str):
+        name, sep, path = item.strip().partition("=")
+        if not sep:
+            raise ValueError(f"entry {item!r} must be name=path, for example project=/srv/project")
+        fields: dict[str, Any] = {"name": name.strip(), "path": path}
+    elif isinstance(item, dict):
+        unknown = sorted(str(key) for key in item if key not in _WORKSPACE_KEYS)
+        if unknown:
+            raise ValueError(f"entry {item!r} has unknown keys {', '.join(unknown)}; known: "
+                             f"{', '.join(_WORKSPACE_KEYS)}")
+        if "name" not in item or "path" not in item:
+            raise ValueError(f"entry {item!r} needs a name and a path")
+        fields = dict(item)
+    else:
+        raise ValueError(f"entry {item!r} must be a mapping with name and path (or a name=path string)")
+    name = str(fields["name"])
+    if not WORKSPACE_NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"name {name!r} must be 1 to 64 letters, digits, '_' or '-'")
+    path = _path(fields["path"])
+    if not os.path.isabs(path):
+        raise ValueError(f"{name!r}: path {path!r} must be absolute (or start with ~)")
+    if not os.path.isdir(path):
+        raise ValueError(f"{name!r}: path {path!r} is not an existing directory; create it first")
+    try:
+        owner = _user(fields.get("owner", ""))
+        return Workspace(
+            name=name, path=os.path.normpath(path),
+            read_only=_bool(fields.get("read_only", False)),
+            allow_bash=_bool(fields.get("allow_bash", False)),
+            max_file_bytes=_positive(int)(fields.get("max_file_bytes", DEFAULT_MAX_FILE_BYTES)),
+            owner=owner,
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name!r}: {exc}") from None
+
+
 def _log_level(value: Any) -> str:
     level = str(value).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -293,6 +353,9 @@ SETTINGS: tuple[Setting, ...] = (
             _list(",")),
     Setting("trusted_unix_socket", "callers on unix_socket are admin without credentials (sidecar mode)", _bool),
     Setting("insecure", "allow a non-loopback grpc_address or http_address without TLS and authentication", _bool),
+    Setting("workspaces", "directories the file tools may use, as name=path (repeatable; colon-separated in the "
+            "environment; in the config file a list of {name, path, read_only, allow_bash, max_file_bytes, "
+            "owner}); the first is the default; none: no file tools", _workspaces),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 

@@ -3,6 +3,7 @@
     ToolhostError                  base; never raised itself
      ├── ToolNotFoundError         no tool by that name            -> NOT_FOUND
      ├── InvalidArgumentsError     arguments fail the schema        -> INVALID_ARGUMENT + BadRequest
+     │    └── UnsafePathError      a path leaves its workspace      -> INVALID_ARGUMENT + BadRequest
      ├── InvalidRequestError       malformed request                -> INVALID_ARGUMENT
      ├── InvalidPageTokenError     token not ours / other filter    -> INVALID_ARGUMENT
      ├── HopLimitExceededError     remote forwarding loop           -> FAILED_PRECONDITION
@@ -82,6 +83,24 @@ class InvalidArgumentsError(ToolhostError):
         )
         self.tool = tool
         self.violations = violations
+
+
+class UnsafePathError(InvalidArgumentsError):
+    """A path argument that leaves its workspace, or names what no file tool opens (a device, FIFO, socket),
+    or is no path at all (empty, NUL, too long). Raised by workspaces.PathSanitizer, which knows the argument but
+    not the tool: `tool` is empty then, and the message says what to change either way.
+
+    A file that is missing or of the wrong kind is not this: see workspaces.FileStateError.
+    """
+
+    def __init__(self, argument: str, problem: str, tool: str = "") -> None:
+        violation = FieldViolation(f"/{argument}", problem)
+        super().__init__(tool, [violation])
+        where = f" for tool {tool!r}" if tool else ""
+        self.message = f"invalid argument {argument!r}{where}: {problem}"
+        self.args = (self.message,)
+        self.argument = argument
+        self.problem = problem
 
 
 class InvalidRequestError(ToolhostError):

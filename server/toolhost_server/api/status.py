@@ -57,7 +57,8 @@ def _pack(message: Message) -> any_pb2.Any:
 def status_of(exc: BaseException, method: str) -> grpc.Status:
     """The status to send for an exception raised while serving `method`."""
     if isinstance(exc, ToolhostError):
-        code = _CODES.get(type(exc), grpc.StatusCode.INTERNAL)
+        # The nearest listed class: a subclass (UnsafePathError) is reported as its base is.
+        code = next((_CODES[k] for k in type(exc).__mro__ if k in _CODES), grpc.StatusCode.INTERNAL)
         message, reason = exc.message, exc.reason
         metadata = {"method": method}
         if isinstance(exc, ToolNotFoundError):

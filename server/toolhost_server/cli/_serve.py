@@ -18,6 +18,9 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         elif setting.name == "log_files":
             parser.add_argument("--log-file", dest="log_files", action="append",
                                 help=f"{setting.help} [{setting.env_var}]")
+        elif setting.name == "workspaces":
+            parser.add_argument("--workspace", dest="workspaces", action="append", metavar="NAME=PATH",
+                                help=f"{setting.help} [{setting.env_var}]")
         elif setting.is_switch:
             parser.add_argument(setting.flag, dest=setting.name, nargs="?", const="true", metavar="true|false",
                                 help=f"{setting.help} [{setting.env_var}]")
