@@ -5,7 +5,11 @@ tests/security/test_security_workspace_paths.py."""
 from __future__ import annotations
 
 import os
+import pwd
+import shutil
 import stat
+import tempfile
+from pathlib import Path
 
 import grpc
 import pytest
@@ -108,13 +112,47 @@ def test_a_vanished_workspace_is_a_state_problem(tmp_path):
     assert caught.value.code == "WORKSPACE_MISSING"
 
 
-def test_unreadable_file_is_access_denied_for_an_unprivileged_user(root):
-    if os.geteuid() == 0:
-        pytest.skip("root reads every file")
-    (root / "top.txt").chmod(0)
-    with pytest.raises(FileStateError) as caught:
-        PathSanitizer(root).open("top.txt")
-    assert caught.value.code == "ACCESS_DENIED"
+def _code_of_opening_as(uid: int | None, workspace: Path) -> str:
+    """The FileStateError code of opening top.txt in `workspace`, in a forked child that first becomes `uid`."""
+    reading, writing = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery from here on, only os._exit
+        status = 1
+        try:
+            os.close(reading)
+            if uid is not None:
+                entry = pwd.getpwuid(uid)
+                os.setgroups([])
+                os.setgid(entry.pw_gid)
+                os.setuid(uid)
+            try:
+                PathSanitizer(workspace).open("top.txt")
+                code = "OPENED"
+            except FileStateError as refused:
+                code = refused.code
+            os.write(writing, code.encode())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(writing)
+    with os.fdopen(reading, "rb") as answer:
+        code = answer.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return code
+
+
+def test_unreadable_file_is_access_denied_for_an_unprivileged_user():
+    # Root reads every file whatever its mode, so a root test process opens it in a child that became nobody.
+    workspace = Path(tempfile.mkdtemp(prefix="toolhost-workspace-"))
+    try:
+        workspace.chmod(0o755)
+        (workspace / "top.txt").write_text("secret\n")
+        (workspace / "top.txt").chmod(0)
+        uid = pwd.getpwnam("nobody").pw_uid if os.geteuid() == 0 else None
+        assert _code_of_opening_as(uid, workspace) == "ACCESS_DENIED"
+    finally:
+        shutil.rmtree(workspace)
 
 
 def test_open_parent_gives_the_directory_and_name_for_an_atomic_replace(root):
