@@ -18,8 +18,8 @@ GEN_DIRS := $(PY_GEN_DIR)/toolhost/v1 clients/go/gen $(TS_DIR)/src/gen $(TS_DIR)
 # The baseline `buf breaking` compares proto/ with: the contract as last released (refresh: make proto-baseline).
 PROTO_BASELINE := tools/proto-baseline/toolhost-v1.binpb
 
-.PHONY: help run test test-go test-ts fuzz bench generate check-generated lint breaking proto-baseline tools venv \
-	clean os-packages-test os-packages-bench dist
+.PHONY: help run test test-go test-ts fuzz bench soak generate check-generated lint breaking proto-baseline tools \
+	venv clean os-packages-test os-packages-bench dist
 
 help:
 	@echo "make run              start the server on its defaults (gRPC 127.0.0.1:50051, bundled catalog)"
@@ -29,6 +29,7 @@ help:
 	@echo "make check-generated  fail when the committed generated code differs from proto/"
 	@echo "make lint             buf lint, buf breaking (against $(PROTO_BASELINE)), ruff and mypy --strict"
 	@echo "make bench            measure toolhost against bare gRPC and the MCP SDK (docs/benchmarks.md)"
+	@echo "make soak             20 minutes of mixed calls, checked for growth and failures (SOAK_MINUTES=2: smoke run)"
 	@echo "make dist             build the release artifacts into dist/: Python sdists and wheels, the npm tarball"
 	@echo "make tools            install pinned grpcurl, grpc-health-probe, actionlint and buf into .tools/ and tools/"
 
@@ -115,6 +116,14 @@ bench:
 	@# minutes of downloads each, and `make bench` must finish within ten.
 	$(MAKE) --no-print-directory -j3 os-packages-bench $(BENCH_STAMP) $(GHZ) $(HEY)
 	GHZ=$(GHZ) HEY=$(HEY) $(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# bench/soak.py: one server under mixed calls for SOAK_MINUTES, sampled each minute; fails on growth after the
+# warm-up or on a failed call. A full run writes bench/results/soak.json and the soak's section of
+# docs/benchmarks.md; a shorter one is a smoke run (bench/results/soak-quick.json, the page left alone).
+SOAK_MINUTES ?= 20
+
+soak: venv
+	$(BIN)/python -m bench.soak --minutes $(SOAK_MINUTES) $(SOAK_ARGS)
 
 # The release artifacts, into $(DIST_DIR): the Python client's and the server's sdists and wheels in python/ (each
 # wheel built from its sdist, which proves the sdist complete), the TypeScript client's npm tarball in npm/ (its

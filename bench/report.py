@@ -2,17 +2,24 @@
 
 The page is generated; what is written by hand lives in bench/findings/<group>.md (profiles, fixes with their
 before/after figures, why a target is out of reach), included under each group's table, and in
-bench/findings/summary.md (the missed targets at a glance), included at the top.
+bench/findings/summary.md (the missed targets at a glance), included at the top. The soak (`make soak`,
+bench/soak.py) keeps its own result, bench/results/soak.json; its section comes last, with bench/findings/soak.md.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from bench.harness import BENCH
 
 FINDINGS = BENCH / "findings"
+# The soak's results, next to latest.json: a full run's (on the page) and a shorter smoke run's (not).
+SOAK_RESULTS = "soak.json"
+SOAK_QUICK_RESULTS = "soak-quick.json"
+SOAK_QUANTITIES = {"rss_bytes": "RSS", "open_fds": "open descriptors",
+                   "steady_threads": "threads (gRPC's surplus left out)", "ring_bytes": "log ring bytes"}
 TITLES = {
     "call_stages": "Where a CallTool's server time goes",
     "call_path": "CallTool against a bare grpc.aio server",
@@ -53,7 +60,64 @@ def figure_row(figure: dict[str, Any]) -> str:
     return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
 
 
-def write_markdown(document: dict[str, Any], path: Path, plot: Path | None) -> None:
+def read_soak(results: Path) -> dict[str, Any] | None:
+    """The full soak's result document in the `results` directory, None when there is none (or it is unreadable)."""
+    try:
+        document: dict[str, Any] = json.loads((results / SOAK_RESULTS).read_text())
+    except (OSError, ValueError):
+        return None
+    return document
+
+
+def _percent(change: float) -> str:
+    return f"{change:+.1%}" if abs(change) >= 0.0005 else "0.0%"
+
+
+def soak_lines(soak: dict[str, Any]) -> list[str]:
+    """The soak's section: its samples a row each, the growth after the warm-up, the verdict, the findings."""
+    settings = soak["settings"]
+    calls = soak["calls"]
+    kinds = ", ".join(f"{count:,} {kind}" for kind, count in calls["by_kind"].items())
+    reached = calls["total"] / (settings["minutes"] * 60)
+    lines = [
+        f"## Soak: {settings['minutes']:g} minutes of mixed calls",
+        "",
+        f"`{soak['command']}` (bench/soak.py), written {soak['written']} at commit `{soak['machine']['commit']}`: "
+        f"{settings['clients']} clients paced at up to {settings['calls_per_second']:g} calls/s ({reached:.0f} "
+        f"reached) against one `toolhost serve` keeping {settings['ring_records']:,} log records in memory, and a "
+        f"catalog edit with a Reload every {settings['reload_seconds']:g} s; {calls['total']:,} calls in all "
+        f"({kinds}). Every {settings['sample_seconds']:g} s the load pauses until no call is in flight and the "
+        "server's /proc and `/metrics` are read; the calls and failures of a row are those since the previous row.",
+        "",
+        "| minute | RSS (MiB) | open fds | threads (gRPC surplus) | log ring (KiB) | calls | failures |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [f"| {sample['minute']:g} | {sample['rss_bytes'] / 2**20:.1f} | {sample['open_fds']} | "
+              f"{sample['threads']} ({sample['grpc_surplus_threads']}) | {sample['ring_bytes'] / 1024:,.0f} | "
+              f"{sample['calls']:,} | {sample['failures']} |" for sample in soak["samples"]]
+    growth = []
+    for quantity, name in SOAK_QUANTITIES.items():
+        judged = soak["growth"].get(quantity)
+        if judged:
+            change = "from nothing" if judged["growth"] is None else _percent(judged["growth"])
+            growth.append(f"{name} {change}" + ("" if judged["ok"] else " (**over the limit**)"))
+    drained = soak["grpc_surplus_drained_seconds"]
+    lines += ["", f"Growth after the warm-up ({soak['rule']}): {', '.join(growth) or 'not judged'}; "
+              f"{soak['failures']} failed calls. gRPC's event-engine pool was back to the idle server's "
+              f"{soak['grpc_reserve_threads']} threads "
+              + (f"{drained:g} s after the load." if drained is not None else "**not** within 40 s after the load.")
+              + f" **Verdict: {soak['verdict']}.**", ""]
+    lines += [f"- {reason}" for reason in soak["reasons"]]
+    lines += [f"- a failed {example['kind']} at minute {example['minute']:g}: `{example['error']}`"
+              for example in calls["failure_examples"][:5]]
+    findings = FINDINGS / "soak.md"
+    if findings.exists():
+        lines += [*([""] if lines[-1] else []), findings.read_text().strip(), ""]
+    return lines
+
+
+def write_markdown(document: dict[str, Any], path: Path, plot: Path | None,
+                   soak: dict[str, Any] | None = None) -> None:
     machine = document["machine"]
     packages = ", ".join(f"{name} {version}" for name, version in machine["packages"].items() if version)
     figures = [figure for group in document["groups"] for figure in group["figures"]]
@@ -99,6 +163,8 @@ def write_markdown(document: dict[str, Any], path: Path, plot: Path | None) -> N
         findings = FINDINGS / f"{name}.md"
         if findings.exists():
             lines += [findings.read_text().strip(), ""]
+    if soak is not None:
+        lines += soak_lines(soak)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines).rstrip() + "\n")
 

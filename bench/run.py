@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import BENCH, ROOT, Figure
-from bench.report import write_markdown, write_plot
+from bench.report import read_soak, write_markdown, write_plot
 
 # In the order they run: the in-process groups first (they need a quiet machine least), the servers after.
 GROUPS = ("local_costs", "catalog_scale", "call_stages", "call_path", "mcp_compare")
@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench: wrote {out}", file=sys.stderr)
     if not args.quick and not args.no_docs:
         plot = write_plot(document, ROOT / "docs" / "benchmarks.png")
-        write_markdown(document, ROOT / "docs" / "benchmarks.md", plot)
+        # The soak's section stays, from the last `make soak` (bench/soak.py).
+        write_markdown(document, ROOT / "docs" / "benchmarks.md", plot, read_soak(args.results))
         print("bench: wrote docs/benchmarks.md", file=sys.stderr)
     failed = [result["group"] for result in results if "error" in result]
     if failed:
