@@ -12,7 +12,8 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import suppress
 
 from .audit import AuditRecord, AuditTrail
-from .auth import Authenticator, Caller, require_admin
+from .auth import Authenticator, Caller, require_admin, shell_refusal
+from .catalog.builtins import unserved_builtins
 from .catalog.entrypoints import EntrypointPolicy
 from .catalog.loader import ToolLoader
 from .config import Config
@@ -31,6 +32,7 @@ from .telemetry import Tracing
 from .telemetry.metrics import ToolhostMetrics
 from .tools.base import ToolServices
 from .watcher import CatalogWatcher
+from .workspaces.workspace_set import WorkspaceSet
 
 logger = logging.getLogger("toolhost")
 
@@ -61,7 +63,9 @@ class Toolhost:
             process_identity=config.process_identity(),
             process_cgroup_parent=config.process_cgroup_parent,
             tracer=self.tracing.tracer,
-            tool_services=ToolServices(logs=self.logs.inspector),
+            tool_services=ToolServices(
+                logs=self.logs.inspector,
+                workspaces=WorkspaceSet(config.workspaces, config.process_identity(), shell_refusal(config))),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
@@ -111,6 +115,8 @@ class Toolhost:
         # Every configured value is hidden from the start, not only once a call resolves it: a log file, or another
         # replica's log rows, may hold one before any tool here has used it.
         self.redactor.learn(await self.credentials.configured_values())
+        for reason, names in unserved_builtins(self.runner_settings.tool_services or ToolServices()).items():
+            logger.info("not serving %s: %s", ", ".join(names), reason)
         report = await self.reloader.reload("start")
         if self.config.watch_catalog:
             self._watcher = CatalogWatcher(

@@ -84,6 +84,11 @@ class InvalidArgumentsError(ToolhostError):
         self.tool = tool
         self.violations = violations
 
+    def naming(self, tool: str) -> InvalidArgumentsError:
+        """The same refusal with the tool's name in it: raised by code that does not know which tool it serves
+        (a workspace's path sanitizer), named by the runner that does."""
+        return InvalidArgumentsError(tool, self.violations)
+
 
 class UnsafePathError(InvalidArgumentsError):
     """A path argument that leaves its workspace, or names what no file tool opens (a device, FIFO, socket),
@@ -101,6 +106,9 @@ class UnsafePathError(InvalidArgumentsError):
         self.args = (self.message,)
         self.argument = argument
         self.problem = problem
+
+    def naming(self, tool: str) -> UnsafePathError:
+        return UnsafePathError(self.argument, self.problem, tool)
 
 
 class InvalidRequestError(ToolhostError):

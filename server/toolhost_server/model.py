@@ -113,6 +113,12 @@ class ToolSpec:
     annotations: Annotations = Annotations()
     credentials: tuple[str, ...] = ()
     intents: tuple[str, ...] = ()
+    # Another name of the tool `alias_of` (drowcoder's `load` for `read`): a registry entry of its own over the
+    # same code, with its target's category and rights; a grant of the target's name grants the alias too.
+    alias_of: str = ""
+    # Granted only by its exact name (or its target's, for an alias), never by a glob or a category: `bash`.
+    # Callers without authentication (a loopback server) and client certificates keep every tool.
+    grant_by_name_only: bool = False
 
     _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
     _content_hash: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -155,6 +161,8 @@ class ToolSpec:
                     ],
                     self.credentials,
                     self.intents,
+                    self.alias_of,
+                    self.grant_by_name_only,
                 ]
             )
             object.__setattr__(self, "_content_hash", value)

@@ -4,7 +4,7 @@ and which tools it may see and call. Plain Python; api/ reads the peer's credent
 from .auth_file import AuthFileError, AuthTable, read_auth_file
 from .authenticator import Authenticator, PeerIdentity
 from .caller import ANONYMOUS, TRUSTED_SOCKET_CALLER, AuthMethod, Caller
-from .exposure import UnsafeExposureError, check_exposure, is_loopback_host
+from .exposure import UnsafeExposureError, check_exposure, is_loopback_host, shell_refusal
 from .permissions import FULL_RIGHTS, Permissions, ToolSet
 from .policy import authorize_call, find_visible, is_admin, may_call, may_see, require_admin, visible_names
 from .tokens import MIN_TOKEN_LENGTH, hash_token, token_problem
@@ -35,6 +35,7 @@ __all__ = [
     "may_see",
     "read_auth_file",
     "require_admin",
+    "shell_refusal",
     "token_problem",
     "view_of",
     "visible_names",

@@ -88,3 +88,13 @@ def _check_http_exposure(config: Config, tls: bool) -> None:
             "scraper) or tls_client_ca_file (TOOLHOST_TLS_CLIENT_CA_FILE, client certificates); or bind "
             "http_address to 127.0.0.1; or pass --insecure (TOOLHOST_INSECURE=true) when a proxy in front "
             "authenticates")
+
+
+def shell_refusal(config: Config) -> str:
+    """Why `bash` must not be served on this server, or "": it runs any command as the process user, so a server
+    that anyone on the network may call without authentication (a non-loopback address with --insecure) never
+    offers it, whatever its workspaces allow."""
+    if config.auth_file or config.tls_client_ca_file or is_loopback_host(config.grpc_address.rpartition(":")[0]):
+        return ""
+    return (f"the server has no authentication (auth_file or tls_client_ca_file) and listens on "
+            f"{config.grpc_address}, which is not a loopback address")

@@ -11,20 +11,33 @@ from ..model import ToolSpec
 
 @dataclass(frozen=True, slots=True)
 class ToolSet:
-    """Tools chosen by name globs (fnmatch: `*`, `?`, `[abc]`, case-sensitive) and by category."""
+    """Tools chosen by name globs (fnmatch: `*`, `?`, `[abc]`, case-sensitive) and by category.
+
+    An alias is covered as its target is (a grant of `read` covers `load`). A tool marked grant_by_name_only
+    (`bash`) is covered only by its exact name, or its target's: a `*` or a `file_ops` grant written for reading
+    files must not hand out a shell. `everything` is the set of the callers the server does not tell apart (no
+    authentication, a trusted socket, a client certificate without roles): every tool, those too.
+    """
 
     names: tuple[str, ...] = ()
     categories: frozenset[str] = frozenset()
+    everything: bool = False
 
     def covers(self, spec: ToolSpec) -> bool:
-        return spec.category in self.categories or any(fnmatchcase(spec.name, glob) for glob in self.names)
+        if self.everything:
+            return True
+        names = (spec.name, spec.alias_of) if spec.alias_of else (spec.name,)
+        if spec.grant_by_name_only:
+            return any(name in self.names for name in names)
+        return spec.category in self.categories or any(
+            fnmatchcase(name, glob) for glob in self.names for name in names)
 
     def __or__(self, other: ToolSet) -> ToolSet:
         names = self.names + tuple(n for n in other.names if n not in self.names)
-        return ToolSet(names, self.categories | other.categories)
+        return ToolSet(names, self.categories | other.categories, self.everything or other.everything)
 
 
-EVERY_TOOL = ToolSet(names=("*",))
+EVERY_TOOL = ToolSet(names=("*",), everything=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import yaml
 from .. import tools as builtin_tools_package
 from ..model import ToolSource, ToolSpec
 from ..schema import derive_input_schema
-from ..tools.base import Tool
+from ..tools.base import NO_SERVICES, Tool, ToolServices
 from .definition import NAME_PATTERN, DefinitionError, check_defaults, check_examples, check_intents, parse_definition
 
 logger = logging.getLogger("toolhost.catalog")
@@ -61,14 +61,18 @@ def spec_from_tool_class(cls: type[Tool]) -> ToolSpec:
         annotations=cls.annotations,
         credentials=cls.credentials,
         intents=check_intents(list(cls.intents)),
+        alias_of=cls.alias_of,
+        grant_by_name_only=cls.grant_by_name_only,
     )
 
 
-def discover_builtin_definitions() -> Iterator[tuple[str, Any]]:
-    """Yield (origin, ToolSpec or exception) for every built-in definition, in a stable order."""
+def discover_builtin_definitions(services: ToolServices = NO_SERVICES) -> Iterator[tuple[str, Any]]:
+    """Yield (origin, ToolSpec or exception) for every built-in definition this server serves, in a stable
+    order: a Tool class whose `unserved_because(services)` gives a reason is left out (unserved_builtins)."""
     for module in _builtin_modules():
         for cls in _tool_classes(module):
-            yield _spec_or_error(f"python:{cls.__module__}.{cls.__qualname__}", cls)
+            if not cls.unserved_because(services):
+                yield _spec_or_error(f"python:{cls.__module__}.{cls.__qualname__}", cls)
     for entry_point in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
         origin = f"entry point {entry_point.name} = {entry_point.value}"
         try:
@@ -89,6 +93,17 @@ def discover_builtin_definitions() -> Iterator[tuple[str, Any]]:
             yield str(path), parse_definition(data, f"builtin:{path.name}", ToolSource.BUILTIN)
         except (OSError, yaml.YAMLError, DefinitionError) as exc:
             yield str(path), exc
+
+
+def unserved_builtins(services: ToolServices) -> dict[str, list[str]]:
+    """The built-in tools this server leaves out, by reason: {"no workspace is configured": ["edit", ...]}."""
+    reasons: dict[str, list[str]] = {}
+    for module in _builtin_modules():
+        for cls in _tool_classes(module):
+            reason = cls.unserved_because(services)
+            if reason:
+                reasons.setdefault(reason, []).append(cls.name)
+    return {reason: sorted(names) for reason, names in reasons.items()}
 
 
 def _spec_or_error(origin: str, cls: type[Tool]) -> tuple[str, Any]:

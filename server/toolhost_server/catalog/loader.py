@@ -13,6 +13,7 @@ from ..model import ToolSource, ToolSpec
 from ..registry import CatalogProblem, RegisteredTool
 from ..runners import RunnerConfigError, RunnerSettings, build_runner
 from ..schema import ArgumentValidator
+from ..tools.base import NO_SERVICES
 from .builtins import discover_builtin_definitions
 from .definition import DefinitionError, parse_definition
 from .directory_listing import CatalogDirectoryError
@@ -53,7 +54,7 @@ class ToolLoader:
         logger.info("catalog files may name Python entrypoints in: %s", self.entrypoints.describe())
         self._builtins: dict[str, RegisteredTool] = {}
         self._builtin_problems: list[CatalogProblem] = []
-        for origin, found in discover_builtin_definitions():
+        for origin, found in discover_builtin_definitions(runner_settings.tool_services or NO_SERVICES):
             if isinstance(found, ToolSpec):
                 try:
                     self._builtins[found.name] = self.compile(found)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..daemon_threads import run_in_daemon_thread
-from ..errors import OverCapacityError, ToolhostError
+from ..errors import InvalidArgumentsError, OverCapacityError, ToolhostError
 from ..model import ToolSpec
 from ..tools.base import NO_SERVICES, Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
 from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome, ToolFailure
@@ -129,6 +129,10 @@ class PythonRunner(Runner):
                 result = await self._run_in_thread(invocation, arguments, context)
         except ToolRaisedFailure as exc:
             return RunOutcome(failure=ToolFailure(exc.code, exc.message))
+        except InvalidArgumentsError as exc:  # a refused argument the tool found, e.g. a path leaving its workspace
+            if exc.tool:
+                raise
+            raise exc.naming(invocation.tool.name) from None
         except ToolhostError:
             raise  # the server's own refusal (no free thread), not the tool's failure
         except Exception:  # a tool's own bug is its failure, reported to the caller, not a server crash

@@ -14,6 +14,7 @@ from ..model import Annotations, Example, Parameter
 
 if TYPE_CHECKING:
     from ..logs.inspector import LogInspector
+    from ..workspaces.workspace_set import WorkspaceSet
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,8 @@ class ToolServices:
 
     # The server's log readers (memory ring, files, database), merged: the log_inspector tool's data.
     logs: LogInspector | None = None
+    # The configured workspaces, each with its PathSanitizer: the file tools' only way to a file.
+    workspaces: WorkspaceSet | None = None
 
 
 NO_SERVICES = ToolServices()
@@ -110,6 +113,16 @@ class Tool(ABC):
     credentials: ClassVar[tuple[str, ...]] = ()
     # Regular expressions of chat requests this tool answers, with named groups for its arguments.
     intents: ClassVar[tuple[str, ...]] = ()
+    # Set by an alias (a subclass serving the same code under another name): the target's name.
+    alias_of: ClassVar[str] = ""
+    # Only a grant that names the tool exactly allows calling it (see auth.permissions.ToolSet).
+    grant_by_name_only: ClassVar[bool] = False
+
+    @classmethod
+    def unserved_because(cls, services: ToolServices) -> str:
+        """Why this server does not serve the tool (say, no workspace is configured), or "" when it does. The
+        server logs each distinct reason once at start."""
+        return ""
 
     @abstractmethod
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> Any:
