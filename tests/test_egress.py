@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import re
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -23,7 +20,6 @@ from types import SimpleNamespace
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlsplit
 
-import grpc
 import pytest
 
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
@@ -33,7 +29,7 @@ from toolhost_server.tools.egress import ALLOW_ENV, DENY_ENV, OPEN_ENV, EgressPo
 from helpers.addresses import non_loopback_address
 from helpers.calls import call
 from helpers.http_servers import serving_http
-from helpers.paths import REPO_ROOT
+from helpers.make_run import make_run
 from helpers.waiting import until
 
 METADATA = "169.254.169.254"
@@ -440,48 +436,13 @@ def test_this_host_is_what_the_kernel_delivers_locally(nonlocal_bind):
 
 # --- make run -----------------------------------------------------------------------------------------------
 
-_LISTENING = re.compile(rb"serving gRPC on 127\.0\.0\.1:(\d+)")
-
-
-@pytest.fixture
-def make_run_command() -> str:
-    """The command `make run` runs, its prerequisites taken as done."""
-    if shutil.which("make") is None:
-        pytest.skip("make is not installed")
-    printed = subprocess.run(["make", "--no-print-directory", "-n", "-o", "venv", "run"], cwd=REPO_ROOT,
-                             capture_output=True, text=True, check=True).stdout.strip().splitlines()
-    assert len(printed) == 1 and "toolhost serve" in printed[0], printed
-    return printed[0]
-
 
 @pytest.mark.server
-async def test_make_run_opens_loopback_for_the_readme_example(make_run_command, tmp_path):
+async def test_make_run_opens_loopback_for_the_readme_example(tmp_path):
     """`make run`'s command on free ports: the README's `toolhost call tcp_port_check host=127.0.0.1 port=...`
     answers instead of EGRESS_DENIED."""
-    environment = {key: value for key, value in os.environ.items() if not key.startswith("TOOLHOST_")}
-    environment.update(TOOLHOST_GRPC_ADDRESS="127.0.0.1:0", TOOLHOST_HTTP_ADDRESS="127.0.0.1:0",
-                       TOOLHOST_DATA_DIR=str(tmp_path))
-    # A session of its own: the shell make would run and the server it starts are stopped together.
-    process = await asyncio.create_subprocess_shell(
-        make_run_command, cwd=REPO_ROOT, env=environment, start_new_session=True,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    assert process.stderr is not None
-    try:
-        log = b""
-        async with asyncio.timeout(30):
-            while (found := _LISTENING.search(log)) is None:
-                line = await process.stderr.readline()
-                assert line, f"the server exited before listening:\n{log.decode()}"
-                log += line
-        # The rest of the log is read and dropped, so that a full pipe never stops the server.
-        draining = asyncio.create_task(process.stderr.read())
-        port = int(found.group(1))
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            server = SimpleNamespace(stub=tool_service_pb2_grpc.ToolServiceStub(channel))
-            response = await call(server, "tcp_port_check", host="127.0.0.1", port=port, timeout=20)
-        assert response.success, response.error.message
-        assert json.loads(response.output)["open"] is True
-    finally:
-        os.killpg(process.pid, signal.SIGKILL)
-        await process.wait()
-    await draining
+    async with make_run(tmp_path) as server:
+        stub = SimpleNamespace(stub=tool_service_pb2_grpc.ToolServiceStub(server.channel))
+        response = await call(stub, "tcp_port_check", host="127.0.0.1", port=server.port, timeout=20)
+    assert response.success, response.error.message
+    assert json.loads(response.output)["open"] is True

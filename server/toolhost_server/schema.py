@@ -121,7 +121,20 @@ class ArgumentValidator:
             known = ", ".join(sorted(self._properties)) if not base else ""
             hint = f"; the arguments are: {known}" if known else ""
             return [FieldViolation(f"{base}/{_escape(name)}", f"unknown argument{hint}") for name in kind.unexpected]
-        return [FieldViolation(base, error.message)]
+        return [FieldViolation(base, _shortened(error.message))]
+
+
+# A violation quotes the value it is about, as long as the caller sent it: the status carries each message three
+# times (grpc-message, the Status's message and its BadRequest), and a gRPC client refuses more than 8 KiB of
+# them by default, so a long one keeps its start and its end (where the reason is).
+_MAX_VIOLATION_CHARS = 300
+
+
+def _shortened(message: str) -> str:
+    if len(message) <= _MAX_VIOLATION_CHARS:
+        return message
+    half = _MAX_VIOLATION_CHARS // 2
+    return f"{message[:half]} ... {message[-half:]}"
 
 
 def _coerce_integers(value: Any, schema: Mapping[str, Any]) -> Any:

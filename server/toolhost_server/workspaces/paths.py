@@ -127,13 +127,15 @@ class PathSanitizer:
                 continue
         raise FileStateError("FILE_CHANGED", f"{path!r} kept changing while being opened; try again")
 
-    def open_parent(self, path: object, *, argument: str = "path", create_parents: bool = False) -> OpenedParent:
+    def open_parent(self, path: object, *, argument: str = "path", create_parents: bool = False,
+                    owner: tuple[int, int] | None = None) -> OpenedParent:
         """The directory in which `path` is to be created or replaced. An existing symlink as the last component
-        is followed (inside the root only), so that writing through it changes its target, as `>` in a shell."""
+        is followed (inside the root only), so that writing through it changes its target, as `>` in a shell.
+        Directories that create_parents makes are given to `owner` (uid, gid) when one is given."""
         parts = self._parts(path, argument)
         for _ in range(_ATTEMPTS):
             try:
-                return self._open_parent(parts, argument, create_parents)
+                return self._open_parent(parts, argument, create_parents, owner)
             except _Changed:
                 continue
         raise FileStateError("FILE_CHANGED", f"{path!r} kept changing while being opened; try again")
@@ -205,8 +207,9 @@ class PathSanitizer:
         finally:
             walk.close()
 
-    def _open_parent(self, parts: list[str], argument: str, create_parents: bool) -> OpenedParent:
-        walk = _Walk(self, argument)
+    def _open_parent(self, parts: list[str], argument: str, create_parents: bool,
+                     owner: tuple[int, int] | None) -> OpenedParent:
+        walk = _Walk(self, argument, owner)
         try:
             _, name = walk.run(parts, stop_before_last=True, create=create_parents)
             relative = walk.relative(name)
@@ -220,9 +223,10 @@ class PathSanitizer:
 class _Walk:
     """One resolution: a stack of O_PATH directory fds from the root down, and the names that led there."""
 
-    def __init__(self, sanitizer: PathSanitizer, argument: str) -> None:
+    def __init__(self, sanitizer: PathSanitizer, argument: str, owner: tuple[int, int] | None = None) -> None:
         self.sanitizer = sanitizer
         self.argument = argument
+        self.owner = owner  # of the directories the walk makes
         try:
             root = os.open(sanitizer.root, _O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -319,6 +323,8 @@ class _Walk:
             raise _state_error(exc, self.argument, self.relative(name)) from None
         try:
             os.mkdir(name, 0o755, dir_fd=self.directory)
+            if self.owner is not None:  # lchown: whatever may have been swapped in, no link is followed
+                os.chown(name, *self.owner, dir_fd=self.directory, follow_symlinks=False)
         except FileExistsError:
             pass  # made meanwhile: looked up below like any other
         except OSError as exc:
