@@ -22,9 +22,9 @@ RUN python -m venv /opt/toolhost \
       -c constraints.txt ./clients/python .
 
 FROM python:3.11-slim-bookworm
-# ping and traceroute are what the shell_ping and traceroute tools run.
+# ping and traceroute are what the shell_ping and traceroute tools run; ripgrep is what the grep tool runs.
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iputils-ping traceroute \
+ && apt-get install -y --no-install-recommends iputils-ping traceroute ripgrep \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /nonexistent --shell /usr/sbin/nologin toolhost \
  && install -d -o toolhost -g toolhost -m 0700 /var/lib/toolhost

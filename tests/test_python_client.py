@@ -6,12 +6,14 @@ The server runs on the test's event loop, so every blocking Client call goes thr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import os
 import socket
 import sys
 import threading
 from collections.abc import Callable
-from datetime import UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -172,6 +174,43 @@ async def test_integers_travel_exactly_and_structured_output_comes_back_as_pytho
     assert text.output == str(big)
     assert parsed.structured_output == {"a": [1, 2.5, "x"], "b": None, "c": {"d": True}}
     assert isinstance(parsed.structured_output["a"][0], int)
+
+
+async def test_output_format_and_filter_empty_fields_shape_the_result_of_both_clients(server):
+    text = '{"a": [1, 2.5, "x"], "b": null, "c": {"d": true, "e": ""}}'
+    with toolhost.Client(server.target, timeout=HANG_GUARD_SECONDS) as client:
+        pretty = await in_thread(client.call_tool, "parse_json", {"s": text}, output_format="pretty",
+                                 filter_empty_fields=True)
+        streamed = await in_thread(lambda: list(client.stream_call("parse_json", s=text, output_format="json")))
+        with pytest.raises(ValueError, match="output_format must be"):
+            client.call_tool("parse_json", s=text, output_format="yaml")  # type: ignore[arg-type]
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
+        own = await client.call_tool("parse_json", s=text, output_format="text", filter_empty_fields=True)
+        events = [event async for event in client.stream_call("parse_json", s=text, output_format="pretty")]
+    assert pretty.output == '{\n  "a": [\n    1,\n    2.5,\n    "x"\n  ],\n  "c": {\n    "d": true\n  }\n}'
+    assert pretty.structured_output == {"a": [1, 2.5, "x"], "c": {"d": True}}
+    result = streamed[-1]
+    assert isinstance(result, toolhost.ToolResult)
+    assert result.output == '{"a":[1,2.5,"x"],"b":null,"c":{"d":true,"e":""}}'
+    # "text" keeps the tool's own text (parse_json's is its value as JSON), only the structured output is filtered.
+    assert own.output == '{"a": [1, 2.5, "x"], "b": null, "c": {"d": true, "e": ""}}'
+    assert own.structured_output == {"a": [1, 2.5, "x"], "c": {"d": True}}
+    last = events[-1]
+    assert isinstance(last, toolhost.ToolResult) and last.output.startswith('{\n  "a": [')
+
+
+async def test_a_tool_result_converts_to_a_json_ready_dict(server):
+    async with toolhost.AsyncClient(server.target) as client:
+        parsed = await client.call_tool("parse_json", s='{"n": 1}', call_id="as-dict")
+        failed = await client.call_tool("parse_json", s="not json")
+    as_dict = parsed.to_dict()
+    assert json.loads(json.dumps(as_dict)) == as_dict  # JSON-ready as it is
+    assert set(as_dict) == {f.name for f in dataclasses.fields(toolhost.ToolResult)} - {"raw"}
+    assert as_dict["structured_output"] == {"n": 1} and as_dict["call_id"] == "as-dict"
+    assert as_dict["error"] is None and as_dict["exit_code"] is None
+    assert datetime.fromisoformat(as_dict["timestamp"]) == parsed.timestamp
+    assert failed.to_dict()["error"] == {"code": failed.error.code, "message": failed.error.message}
+    assert failed.to_dict()["success"] is False
 
 
 async def test_a_tool_that_fails_is_a_result_not_an_exception(server):

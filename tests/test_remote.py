@@ -10,6 +10,8 @@ import socket
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.api.remote_client import GrpcRemoteCaller
 from toolhost_server.auth import hash_token
+from toolhost_server.output_format import OutputFormat, ResultFormat
+from toolhost_server.runners import Invocation
 from toolhost_server.runners.remote import RemoteCall
 
 from helpers.calls import call
@@ -123,3 +125,31 @@ async def test_a_remote_that_requires_tls_and_a_token_gets_them(start_server, tm
     assert not response.success and response.error.code in ("REMOTE_UNAVAILABLE", "REMOTE_ERROR")
     for response in (await call(front, "with_token", text="hi"), await call(front, "without_token", text="hi")):
         assert token not in str(response)
+
+
+async def test_the_output_format_and_filtering_are_forwarded_to_the_remote(start_server, tmp_path):
+    worker_dir, front_dir = tmp_path / "worker", tmp_path / "front"
+    write_tool(worker_dir, "report", "name: report\ndescription: Returns its arguments.\n"
+               "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:return_arguments'}\n"
+               "input_schema: {type: object}\n")
+    worker = await start_server(catalog_dirs=[worker_dir])
+    write_tool(front_dir, "remote_report", remote_tool("remote_report", worker.target, "report"))
+    front = await start_server(catalog_dirs=[front_dir])
+    data = {"name": "x", "gone": None, "nested": {"empty": [], "kept": 1}}
+    pretty = json.dumps({"name": "x", "nested": {"kept": 1}}, indent=2, sort_keys=True)
+
+    # The runner on its own, over the real transport: what comes back is the worker's rendering.
+    runner = front.toolhost.registry.snapshot.get("remote_report").runner
+    spec = front.toolhost.registry.snapshot.get("remote_report").spec
+    outcome = await runner.run(Invocation(spec, data, "forwarded-format", 10, result_format=ResultFormat(
+        OutputFormat.PRETTY, filter_empty_fields=True)))
+    assert outcome.failure is None and outcome.output == pretty
+    assert outcome.structured == {"name": "x", "nested": {"kept": 1}}
+    outcome = await runner.run(Invocation(spec, data, "default-format", 10))
+    assert outcome.output == json.dumps(data, sort_keys=True)  # the tool's own text, nothing filtered
+
+    # And through the front server, as a caller sees it.
+    response = await front.stub.CallTool(tool_service_pb2.CallToolRequest(
+        name="remote_report", arguments_json=json.dumps(data), output_format=tool_service_pb2.OUTPUT_FORMAT_PRETTY,
+        filter_empty_fields=True))
+    assert response.success and response.output == pretty

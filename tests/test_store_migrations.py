@@ -20,7 +20,8 @@ from toolhost_server.store.audit_table import AuditTable
 from toolhost_server.store.database import Store
 from toolhost_server.store.engine import create_store_engine, sqlite_file_url
 from toolhost_server.store.errors import StoreError, StoreSchemaError
-from toolhost_server.store.migrations import LATEST_VERSION, current_version, schema_version
+from toolhost_server.store.migrations import LATEST_VERSION, MIGRATIONS, current_version, schema_version
+from toolhost_server.store.schema import todos
 
 from helpers.calls import call
 from helpers.servers import ServerProcess
@@ -75,6 +76,18 @@ def create_previous_release_database(engine: Engine) -> None:
         connection.execute(insert(schema_v1.metadata.tables["logs"]), [OLD_LOG_ROW])
 
 
+def create_version_2_database(engine: Engine) -> None:
+    """The database toolhost made at schema version 2 (before the todos table), with the previous release's rows."""
+    create_previous_release_database(engine)
+    with engine.begin() as connection:
+        schema_version.metadata.create_all(connection)
+        for migration in MIGRATIONS[:2]:
+            migration.apply(connection)
+            connection.execute(insert(schema_version), [{
+                "version": migration.version, "applied_at": datetime.now(UTC), "toolhost_version": "0.2.0",
+                "description": migration.description}])
+
+
 def open_store(url: URL) -> None:
     """Open a store on `url` (which migrates it) and close it."""
     store = Store(url)
@@ -124,7 +137,8 @@ async def test_a_previous_release_database_is_migrated_when_the_server_starts_an
     # At start, before any call has written to the store: recognised as version 1, then migrated to 2.
     assert versions(engine) == [
         (1, "the credentials, audit_records and logs tables (toolhost before schema versions)"),
-        (2, "audit_records.argument_key_count (0 for older rows)")]
+        (2, "audit_records.argument_key_count (0 for older rows)"),
+        (3, "the todos table (the todo tool's lists)")]
     assert "argument_key_count" in column_names(engine, "audit_records")
 
     with pytest.raises(grpc.aio.AioRpcError) as refused:
@@ -146,6 +160,26 @@ async def test_a_previous_release_database_is_migrated_when_the_server_starts_an
         [log_row] = connection.execute(select(schema_v1.metadata.tables["logs"])).mappings().all()
     assert (log_row["message"], log_row["fields"]) == ("kept across the migration", {"answer": 42})
 
+
+async def test_a_version_2_database_gets_the_todos_table_at_start_and_keeps_its_rows(
+        database: URL, engine: Engine, tmp_path: Path, start_server):
+    create_version_2_database(engine)
+    assert "todos" not in inspect(engine).get_table_names()
+
+    server = await start_server(**server_store_settings(database, tmp_path))
+    assert [version for version, _ in versions(engine)] == [1, 2, 3]
+    assert versions(engine)[-1] == (3, "the todos table (the todo tool's lists)")
+    response = await call(server, "todo", action="add", content="kept in the new table")
+    assert response.success, response.error
+    listed = await call(server, "todo", action="list")
+    assert listed.output.splitlines()[-1] == "[ ] 1. kept in the new table"
+
+    with engine.begin() as connection:
+        old_audit_rows = connection.execute(select(schema_v1.metadata.tables["audit_records"].c.call_id)
+                                            .where(schema_v1.metadata.tables["audit_records"].c.tool == "echo")).all()
+        [todo_row] = connection.execute(select(todos)).mappings().all()
+    assert old_audit_rows == [("before-the-migration",)]
+    assert (todo_row["owner"], todo_row["session"], todo_row["id"]) == ("anonymous", "default", 1)
 
 def test_a_replica_of_the_previous_release_can_still_write_audit_rows_after_the_migration(
         database: URL, engine: Engine):

@@ -127,7 +127,7 @@ func (c *Client) GetTool(ctx context.Context, name string) (*toolhostv1.Tool, er
 // CallTool runs a tool and waits for its result. The context's deadline is the call's deadline. Arguments
 // travel as JSON text, so integers of any size arrive exactly. A tool that ran and failed is a result with
 // Success false and Error set, not an error. StructuredOutput gives the result's structured output as JSON;
-// opts such as WithCallID apply to this call only.
+// opts such as WithCallID, WithOutputFormat and WithFilterEmptyFields apply to this call only.
 func (c *Client) CallTool(ctx context.Context, name string, arguments map[string]any, opts ...CallOption) (*toolhostv1.CallToolResponse, error) {
 	text, err := argumentsJSON(arguments)
 	if err != nil {
@@ -136,6 +136,7 @@ func (c *Client) CallTool(ctx context.Context, name string, arguments map[string
 	call := callSettings(opts)
 	response, err := c.tools.CallTool(ctx, &toolhostv1.CallToolRequest{
 		Name: name, Args: &toolhostv1.CallToolRequest_ArgumentsJson{ArgumentsJson: text}, CallId: call.callID,
+		OutputFormat: call.outputFormat, FilterEmptyFields: call.filterEmptyFields,
 	})
 	if err != nil {
 		return nil, asError(err)
@@ -158,7 +159,7 @@ func (c *Client) StreamCallTool(ctx context.Context, name string, arguments map[
 		defer cancel() // leaving the loop early cancels the stream, which stops the tool
 		stream, err := c.tools.StreamCallTool(ctx, &toolhostv1.StreamCallToolRequest{
 			Name: name, Args: &toolhostv1.StreamCallToolRequest_ArgumentsJson{ArgumentsJson: text},
-			CallId: call.callID,
+			CallId: call.callID, OutputFormat: call.outputFormat, FilterEmptyFields: call.filterEmptyFields,
 		})
 		if err != nil {
 			yield(nil, asError(err))

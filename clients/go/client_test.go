@@ -586,3 +586,44 @@ func TestLogQueriesRefuseBadFiltersAndRawLogsWorks(t *testing.T) {
 		t.Errorf("the generated LogService stub: %v %v", page, err)
 	}
 }
+
+func TestOutputFormatAndFilterEmptyFieldsShapeTheResult(t *testing.T) {
+	client := dial(t)
+	source := map[string]any{"s": `{"a": [1, 2.5, "x"], "b": null, "c": {"d": true, "e": ""}}`}
+	pretty, err := client.CallTool(context10s(t), "parse_json", source,
+		toolhost.WithOutputFormat(toolhostv1.OutputFormat_OUTPUT_FORMAT_PRETTY), toolhost.WithFilterEmptyFields())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "{\n  \"a\": [\n    1,\n    2.5,\n    \"x\"\n  ],\n  \"c\": {\n    \"d\": true\n  }\n}"
+	if !pretty.GetSuccess() || pretty.GetOutput() != want {
+		t.Errorf("pretty output %q, want %q", pretty.GetOutput(), want)
+	}
+	if text, _ := toolhost.StructuredOutput(pretty); string(text) != `{"a":[1,2.5,"x"],"c":{"d":true}}` {
+		t.Errorf("filtered structured output %s", text)
+	}
+	// Without the options the tool's own text comes back, with every field.
+	own, err := client.CallTool(context10s(t), "parse_json", source)
+	if err != nil || own.GetOutput() != `{"a": [1, 2.5, "x"], "b": null, "c": {"d": true, "e": ""}}` {
+		t.Errorf("default output %q (%v)", own.GetOutput(), err)
+	}
+
+	var result *toolhostv1.CallToolResponse
+	for event, err := range client.StreamCallTool(context10s(t), "parse_json", source,
+		toolhost.WithOutputFormat(toolhostv1.OutputFormat_OUTPUT_FORMAT_JSON)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		result = event.GetResult()
+	}
+	if want := `{"a":[1,2.5,"x"],"b":null,"c":{"d":true,"e":""}}`; result == nil || result.GetOutput() != want {
+		t.Errorf("streamed result %v, want output %s", result, want)
+	}
+
+	// A format this server does not know (a newer client's) is refused, not ignored.
+	_, err = client.CallTool(context10s(t), "parse_json", source, toolhost.WithOutputFormat(toolhostv1.OutputFormat(99)))
+	var refused *toolhost.Error
+	if !errors.As(err, &refused) || refused.Code != codes.InvalidArgument {
+		t.Errorf("an unknown output format: %v", err)
+	}
+}

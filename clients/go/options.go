@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	toolhostv1 "github.com/toolhost/toolhost/clients/go/gen/toolhost/v1"
 )
 
 // Option configures Dial.
@@ -105,13 +107,28 @@ func (b bearerToken) RequireTransportSecurity() bool { return b.requireTLS }
 type CallOption func(*callOptions)
 
 type callOptions struct {
-	callID string
+	callID            string
+	outputFormat      toolhostv1.OutputFormat
+	filterEmptyFields bool
 }
 
 // WithCallID gives the call an identifier of the caller's choosing, such as its own request or job id. The
 // server echoes it in CallToolResponse.CallId and writes it in its logs, audit trail and traces, so the call
 // can be found there by the id the caller already has; without it the server generates one.
 func WithCallID(id string) CallOption { return func(o *callOptions) { o.callID = id } }
+
+// WithOutputFormat chooses how the result's Output is written: toolhostv1.OutputFormat_OUTPUT_FORMAT_JSON (compact
+// JSON of the structured output, keys sorted), OUTPUT_FORMAT_PRETTY (indented JSON, keys sorted) or
+// OUTPUT_FORMAT_TEXT (the tool's own text). A tool without structured output keeps its text in every format;
+// without this option the tool chooses. StructuredOutput stays the data itself. In StreamCallTool the format
+// applies to the result; the output chunks are the tool's text as it writes it.
+func WithOutputFormat(format toolhostv1.OutputFormat) CallOption {
+	return func(o *callOptions) { o.outputFormat = format }
+}
+
+// WithFilterEmptyFields drops null and empty ("", [], {}) object fields, at every depth, from the result's
+// structured output and from an Output rendered from it. List elements are kept.
+func WithFilterEmptyFields() CallOption { return func(o *callOptions) { o.filterEmptyFields = true } }
 
 func callSettings(opts []CallOption) callOptions {
 	var settings callOptions

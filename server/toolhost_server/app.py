@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import suppress
+from typing import TYPE_CHECKING
 
 from .audit import AuditRecord, AuditTrail
 from .auth import Authenticator, Caller, require_admin, shell_refusal
@@ -26,6 +27,7 @@ from .pipeline import CallPipeline, PipelineSettings
 from .registry import Registry
 from .reloading import Reloader, ReloadReport
 from .runners import RunnerSettings
+from .runners.process_launch import run_command
 from .runners.remote import RemoteCaller
 from .sanitize import LearningRedactor, Redactor
 from .telemetry import Tracing
@@ -33,6 +35,9 @@ from .telemetry.metrics import ToolhostMetrics
 from .tools.base import ToolServices
 from .watcher import CatalogWatcher
 from .workspaces.workspace_set import WorkspaceSet
+
+if TYPE_CHECKING:
+    from .store.todo_table import TodoTable
 
 logger = logging.getLogger("toolhost")
 
@@ -54,6 +59,8 @@ class Toolhost:
         self.tracing = Tracing.from_environment(self.redactor)
         # The memory ring, the database log writer when configured, and the inspector over every log reader.
         self.logs = ServerLogs(config, self.redactor)
+        # The todo tool's lists; a database_url that cannot work stops the start (StoreUnavailableError).
+        self.todos = _todo_table(config)
         self.runner_settings = RunnerSettings(
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
@@ -65,7 +72,11 @@ class Toolhost:
             tracer=self.tracing.tracer,
             tool_services=ToolServices(
                 logs=self.logs.inspector,
-                workspaces=WorkspaceSet(config.workspaces, config.process_identity(), shell_refusal(config))),
+                workspaces=WorkspaceSet(config.workspaces, config.process_identity(), shell_refusal(config)),
+                todos=self.todos,
+                # How bash starts its commands: as process tools start theirs.
+                run_process=lambda command, events: run_command(command, self.runner_settings, events),
+                process_identity=config.process_identity()),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
@@ -81,7 +92,7 @@ class Toolhost:
         self.pipeline = CallPipeline(
             self.registry, PipelineSettings(
                 max_call_seconds=config.max_call_seconds, max_hops=config.max_hops,
-                max_in_flight_calls=config.max_in_flight_calls),
+                max_in_flight_calls=config.max_in_flight_calls, max_output_bytes=config.max_output_bytes),
             self.redactor, self.audit, self.credentials, self.tracing.tracer, self.metrics)
         # Reads the auth file now: a server whose rights table is unusable must not start (AuthFileError).
         self.authenticator = Authenticator.from_config(config)
@@ -150,6 +161,7 @@ class Toolhost:
         self.registry.close()
         await self.audit.close()
         self.credentials.close()
+        self.todos.store.close()
         await self.logs.close()
         if self._watch_task is not None:
             self._watch_task.cancel()
@@ -168,3 +180,11 @@ def _audit_store(config: Config) -> Callable[[Sequence[AuditRecord]], None] | No
     from .store.database import Store
 
     return AuditTable(Store.from_config(config)).append
+
+
+def _todo_table(config: Config) -> TodoTable:
+    """The todo tool's lists, in the store (opened at their first use)."""
+    from .store.database import Store
+    from .store.todo_table import TodoTable
+
+    return TodoTable(Store.from_config(config))

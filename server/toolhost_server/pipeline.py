@@ -34,6 +34,7 @@ from .errors import (
 )
 from .event_waits import wait_set
 from .model import ToolSpec
+from .output_format import DEFAULT_RESULT_FORMAT, ResultFormat, formatted
 from .registry import RegisteredTool, Registry
 from .request_checks import (
     MAX_ARGUMENT_DEPTH,
@@ -68,7 +69,8 @@ class CallRequest:
     """A call as the surfaces hand it over. Give `arguments` or `arguments_json`, not both.
 
     `caller_timeout_seconds` is what is left of the caller's deadline (None: no deadline). `caller` is who
-    asked, as the surface authenticated it (by default anonymous with full rights).
+    asked, as the surface authenticated it (by default anonymous with full rights). `result_format` is how the
+    caller wants the result written (by default as the tool made it).
     """
 
     name: str
@@ -79,6 +81,7 @@ class CallRequest:
     hops: int = 0
     trace_headers: Mapping[str, str] = field(default_factory=dict)
     caller: Caller = ANONYMOUS
+    result_format: ResultFormat = DEFAULT_RESULT_FORMAT
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +105,14 @@ class CallResult:
 
 @dataclass(frozen=True, slots=True)
 class PipelineSettings:
-    """`max_call_seconds` bounds every call; a tool's own timeout can only be shorter."""
+    """`max_call_seconds` bounds every call; a tool's own timeout can only be shorter. `max_output_bytes` is
+    the server's output limit, which a result rendered in another format is cut at (unless the tool has its own).
+    """
 
     max_call_seconds: float = 300.0
     max_hops: int = 8
     max_in_flight_calls: int = 256
+    max_output_bytes: int = 1024 * 1024
 
 
 class CallPipeline:
@@ -316,7 +322,8 @@ class CallPipeline:
                         redactor = self._redactor.learn(credentials.values())
                     events = RedactingEvents(redactor, deliver) if deliver is not None else None
                     outcome = await tool.runner.run(Invocation(
-                        tool.spec, arguments, call_id, budget, request.hops, untraced, events, credentials))
+                        tool.spec, arguments, call_id, budget, request.hops, untraced, events, credentials,
+                        request.result_format, caller=request.caller.name))
         except TimeoutError:
             if caller_limit is not None and caller_limit <= tool_limit:
                 raise CallerDeadlineExceeded(
@@ -332,6 +339,9 @@ class CallPipeline:
         outcome, redacted = _redact(outcome, redactor)
         redacted = redacted or streamed_redacted
         record_outcome(span, outcome, redacted)
+        # After redaction, so a rendering is made of what the caller may see; the span keeps the tool's outcome.
+        outcome = formatted(outcome, request.result_format,
+                            tool.spec.max_output_bytes or self._settings.max_output_bytes)
         return CallResult(
             success=outcome.failure is None,
             tool=tool.spec.name,

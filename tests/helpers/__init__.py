@@ -11,6 +11,7 @@
 - `otlp`: an OTLP trace receiver standing in for a collector; `sinks`: what a response, log or database holds,
   as text to search.
 - `json_strategies`: Hypothesis strategies of odd JSON values and texts, for the fuzz suites (tests/fuzz).
+- `todos`: the todo tool called over gRPC, two callers with tokens of their own, a server's store settings.
 
 The tests directory is on sys.path (pytest puts it there; subprocess servers get it through PYTHONPATH, see
 `servers.ServerProcess`), so this package is `helpers` and a catalog entrypoint may name `helpers.gates:...`.

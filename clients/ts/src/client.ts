@@ -21,6 +21,7 @@ import { ToolView } from "./gen/toolhost/v1/tool_pb.js";
 import {
   CallToolRequestSchema,
   ListToolsRequestSchema,
+  OutputFormat,
   StreamCallToolRequestSchema,
   ToolService,
   type ReloadResponse,
@@ -57,6 +58,12 @@ export const DEFAULT_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024;
 
 /** How much of each tool to return: "basic" leaves out parameters, schemas and examples. */
 export type ToolViewName = "basic" | "full";
+
+/**
+ * How a call's `output` is written: "json" (the structured output as compact JSON, keys sorted), "pretty"
+ * (indented JSON, keys sorted) or "text" (the tool's own text). Unset, the tool chooses.
+ */
+export type OutputFormatName = "json" | "pretty" | "text";
 
 /** Options of createClient. */
 export interface ClientOptions extends SecurityOptions {
@@ -115,6 +122,14 @@ export interface GetToolOptions extends CallOptions {
 export interface CallToolOptions extends CallOptions {
   /** An identifier for the call, echoed in the result and in the server's logs. Generated when unset. */
   callId?: string;
+  /**
+   * How the result's `output` is written (see OutputFormatName); a tool without structured output keeps its
+   * text in every format. `structuredOutput` stays the data itself. In streamCallTool the format applies to the
+   * result; the output chunks are the tool's text as it writes it.
+   */
+  outputFormat?: OutputFormatName;
+  /** Drop null and empty ("", [], {}) object fields, at every depth, from the structured output and its rendering. */
+  filterEmptyFields?: boolean;
 }
 
 /** Options of the streams that follow the server until stopped: watchTools and tailLogs. */
@@ -225,6 +240,7 @@ export class ToolhostClient {
   async callTool(name: string, args?: Arguments, options: CallToolOptions = {}): Promise<ToolResult> {
     const request = create(CallToolRequestSchema, {
       name, args: { case: "argumentsJson", value: argumentsJson(args) }, callId: options.callId ?? "",
+      outputFormat: outputFormatValue(options.outputFormat), filterEmptyFields: options.filterEmptyFields ?? false,
     });
     return this.unary(async (call) => toolResult(await this.rpc.callTool(request, call)), options);
   }
@@ -240,6 +256,7 @@ export class ToolhostClient {
   ): AsyncGenerator<StreamEvent, void, undefined> {
     const request = create(StreamCallToolRequestSchema, {
       name, args: { case: "argumentsJson", value: argumentsJson(args) }, callId: options.callId ?? "",
+      outputFormat: outputFormatValue(options.outputFormat), filterEmptyFields: options.filterEmptyFields ?? false,
     });
     return this.serverStream((call) => this.rpc.streamCallTool(request, call), options, this.timeoutMs, streamEvent);
   }
@@ -419,6 +436,21 @@ function viewValue(view: ToolViewName): ToolView {
       return ToolView.FULL;
     default:
       throw new TypeError(`view must be "basic" or "full", not ${JSON.stringify(view)}`);
+  }
+}
+
+function outputFormatValue(format: OutputFormatName | undefined): OutputFormat {
+  switch (format) {
+    case undefined:
+      return OutputFormat.UNSPECIFIED;
+    case "json":
+      return OutputFormat.JSON;
+    case "pretty":
+      return OutputFormat.PRETTY;
+    case "text":
+      return OutputFormat.TEXT;
+    default:
+      throw new TypeError(`outputFormat must be "json", "pretty" or "text", not ${JSON.stringify(format)}`);
   }
 }
 

@@ -22,6 +22,7 @@ export {
   type GetToolOptions,
   type ListToolsOptions,
   type ListToolsPageOptions,
+  type OutputFormatName,
   type QueryLogsOptions,
   type QueryLogsPageOptions,
   type StreamOptions,
@@ -68,6 +69,6 @@ export type {
 } from "./gen/toolhost/v1/tool_service_pb.js";
 export type { Tool, ToolAnnotations, ToolExample, ToolParameter } from "./gen/toolhost/v1/tool_pb.js";
 export type { LogRecord, QueryLogsResponse } from "./gen/toolhost/v1/log_service_pb.js";
-export { OutputStream } from "./gen/toolhost/v1/tool_service_pb.js";
+export { OutputFormat, OutputStream } from "./gen/toolhost/v1/tool_service_pb.js";
 export { ToolSource } from "./gen/toolhost/v1/tool_pb.js";
 export * as v1 from "./v1.js";

@@ -115,6 +115,25 @@ describe("JSON values", () => {
     assert.equal(last.value.raw.$typeName, "toolhost.v1.CallToolResponse");
   });
 
+  test("outputFormat and filterEmptyFields shape the result of callTool and streamCallTool", async () => {
+    const source = { s: '{"a": [1, 2.5, "x"], "b": null, "c": {"d": true, "e": ""}}' };
+    const pretty = await client.callTool("parse_json", source, { outputFormat: "pretty", filterEmptyFields: true });
+    assert.equal(pretty.success, true, pretty.error?.message);
+    assert.equal(pretty.output, '{\n  "a": [\n    1,\n    2.5,\n    "x"\n  ],\n  "c": {\n    "d": true\n  }\n}');
+    assert.deepEqual(pretty.structuredOutput, { a: [1, 2.5, "x"], c: { d: true } });
+    const own = await client.callTool("parse_json", source, { outputFormat: "text" });
+    assert.equal(own.output, source.s, "the tool's own text, every field kept");
+
+    const streamed = client.streamCallTool("parse_json", source, { outputFormat: "json" });
+    const events: StreamEvent[] = await collect(streamed);
+    const last = events.at(-1);
+    assert.equal(last?.case, "result");
+    assert.equal(last.value.output, '{"a":[1,2.5,"x"],"b":null,"c":{"d":true,"e":""}}');
+
+    assert.throws(() => client.streamCallTool("parse_json", source, { outputFormat: "yaml" as "json" }),
+      /outputFormat must be "json", "pretty" or "text", not "yaml"/);
+  });
+
   test("getTool, listTools and listToolsPage give parameter defaults and enums as JSON values", async () => {
     const tool = await client.getTool("defaults");
     assert.deepEqual(parameters(tool), DEFAULTS);

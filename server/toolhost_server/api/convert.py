@@ -16,6 +16,7 @@ from toolhost.v1 import tool_pb2, tool_service_pb2
 from ..call_events import CallEvent, OutputChunk, Progress
 from ..errors import InvalidRequestError
 from ..model import Parameter, ToolSource, ToolSpec
+from ..output_format import OutputFormat, ResultFormat
 from ..pipeline import CallResult
 from ..registry import CatalogProblem, GenerationChange, Snapshot
 from ..reloading import ReloadReport
@@ -38,6 +39,28 @@ def to_value(value: Any) -> struct_pb2.Value:
     message = struct_pb2.Value()
     json_format.ParseDict(value, message)
     return message
+
+
+OUTPUT_FORMAT_MESSAGES = {
+    OutputFormat.DEFAULT: tool_service_pb2.OUTPUT_FORMAT_UNSPECIFIED,
+    OutputFormat.JSON: tool_service_pb2.OUTPUT_FORMAT_JSON,
+    OutputFormat.PRETTY: tool_service_pb2.OUTPUT_FORMAT_PRETTY,
+    OutputFormat.TEXT: tool_service_pb2.OUTPUT_FORMAT_TEXT,
+}
+_OUTPUT_FORMATS = {message: output_format for output_format, message in OUTPUT_FORMAT_MESSAGES.items()}
+
+
+def result_format_of(
+    request: tool_service_pb2.CallToolRequest | tool_service_pb2.StreamCallToolRequest,
+) -> ResultFormat:
+    """The request's output format and filtering; InvalidRequestError for an output format this server does not
+    know (protobuf enums are open: a newer client may send a number that has no name here)."""
+    output_format = _OUTPUT_FORMATS.get(request.output_format)
+    if output_format is None:
+        raise InvalidRequestError(
+            f"output_format {request.output_format} is not a format this server knows: leave it unset for the "
+            "tool's own text, or send OUTPUT_FORMAT_JSON (1), OUTPUT_FORMAT_PRETTY (2) or OUTPUT_FORMAT_TEXT (3)")
+    return ResultFormat(output_format, request.filter_empty_fields)
 
 
 def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
 
 from ..runners import RunOutcome, ToolFailure
 from ..runners.remote import RemoteCall, RemoteTls
+from .convert import OUTPUT_FORMAT_MESSAGES
 
 HOPS_METADATA_KEY = "toolhost-hops"
 # The remote runner's `target: self`: this server's own gRPC listener, wherever it was bound (a port chosen at
@@ -63,7 +64,9 @@ class GrpcRemoteCaller:
         try:
             response = await self._stub(target, request.tls).CallTool(
                 tool_service_pb2.CallToolRequest(
-                    name=request.tool, arguments_json=json.dumps(dict(request.arguments)), call_id=request.call_id),
+                    name=request.tool, arguments_json=json.dumps(dict(request.arguments)), call_id=request.call_id,
+                    output_format=OUTPUT_FORMAT_MESSAGES[request.result_format.output_format],
+                    filter_empty_fields=request.result_format.filter_empty_fields),
                 timeout=request.timeout_seconds,
                 metadata=metadata,
             )

@@ -20,6 +20,7 @@ from .convert import (
     ToolMessages,
     call_response,
     reload_response,
+    result_format_of,
     stream_response,
     struct_to_dict,
     watch_response,
@@ -127,6 +128,7 @@ def _call_request(
         hops=_hops([value for key, value in received if key == HOPS_METADATA_KEY]),
         trace_headers={k: str(metadata[k]) for k in TRACE_METADATA_KEYS if k in metadata},
         caller=caller,
+        result_format=result_format_of(request),
     )
 
 

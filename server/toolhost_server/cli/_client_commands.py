@@ -136,14 +136,15 @@ def tools_get(client: Client, args: argparse.Namespace) -> int:
 
 def call(client: Client, args: argparse.Namespace) -> int:
     arguments = call_arguments(client, args)
+    shape: dict[str, Any] = {"output_format": args.output_format, "filter_empty_fields": args.filter_empty}
     if args.stream:
-        streamed = _follow(client, args.name, arguments, args.call_id)
+        streamed = _follow(client, args.name, arguments, args.call_id, shape)
         if streamed is None:
             print("toolhost: the server ended the stream without a result; retry the call", file=sys.stderr)
             return EXIT_FAILED
         result = streamed
     else:
-        result = client.call_tool(args.name, arguments, call_id=args.call_id)
+        result = client.call_tool(args.name, arguments, call_id=args.call_id, **shape)
         if result.stderr:
             sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
         output = result.output
@@ -155,12 +156,14 @@ def call(client: Client, args: argparse.Namespace) -> int:
     return _call_status(result)
 
 
-def _follow(client: Client, name: str, arguments: Mapping[str, Any], call_id: str | None) -> ToolResult | None:
-    """Stream a call: output chunks to stdout and stderr as they come, progress lines to stderr."""
+def _follow(client: Client, name: str, arguments: Mapping[str, Any], call_id: str | None,
+            shape: Mapping[str, Any]) -> ToolResult | None:
+    """Stream a call: output chunks to stdout and stderr as they come, progress lines to stderr. `shape` is the
+    result's output format and filtering."""
     targets = {"stdout": sys.stdout, "stderr": sys.stderr}
     # What each stream's chunks ended with; None while none came (a tool that is no process sends none).
     last_byte: dict[str, bytes | None] = {"stdout": None, "stderr": None}
-    with client.stream_call(name, arguments, call_id=call_id) as stream:
+    with client.stream_call(name, arguments, call_id=call_id, **shape) as stream:
         for event in stream:
             if isinstance(event, OutputChunk):
                 targets[event.stream].buffer.write(event.data)

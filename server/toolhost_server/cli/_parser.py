@@ -77,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     call_parser.add_argument("--call-id", help="an id for the call, echoed in logs and traces")
     call_parser.add_argument("--stream", action="store_true",
                              help="print output and progress as the tool produces them (StreamCallTool)")
+    call_parser.add_argument("--format", dest="output_format", choices=("json", "pretty", "text"),
+                             help="print the structured output as compact or indented JSON, or the tool's own "
+                                  "text (default: the tool's choice)")
+    call_parser.add_argument("--filter-empty", action="store_true",
+                             help="leave out null and empty fields of the structured output")
     call_parser.set_defaults(client_command=call)
 
     reload_parser = sub.add_parser("reload", parents=[connection], help="make the server read its catalogs again")

@@ -14,6 +14,7 @@ from opentelemetry import trace
 from ..call_events import CallEvents
 from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import ToolSpec
+from ..output_format import DEFAULT_RESULT_FORMAT, ResultFormat
 
 if TYPE_CHECKING:
     from ..telemetry.trace_context import UntracedCall
@@ -70,7 +71,8 @@ class Invocation:
     tracing is off (with tracing on, the current span is the call's place in its trace). `events`, set for a
     streamed call, takes progress and output as they come (a runner that has neither reports nothing).
     `credentials` are the ones the tool declares, resolved on this server for this call: a process gets them
-    in its environment, never in argv; a Python tool as an object.
+    in its environment, never in argv; a Python tool as an object. `result_format` is how the caller wants the
+    result written: the pipeline applies it; a runner that forwards the call passes it on.
     """
 
     tool: ToolSpec
@@ -81,6 +83,9 @@ class Invocation:
     untraced: UntracedCall | None = None
     events: CallEvents | None = None
     credentials: ResolvedCredentials = NO_CREDENTIALS
+    result_format: ResultFormat = DEFAULT_RESULT_FORMAT
+    # The authenticated caller's name (its identity): a Python tool gets it as ToolContext.caller.
+    caller: str = ""
 
 
 def _sync_tool_slots() -> threading.Semaphore:

@@ -18,7 +18,7 @@ import os
 import secrets
 import signal
 import subprocess
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -73,6 +73,9 @@ class ChildCommand:
     identity: tuple[int, int] | None = None
     # Bytes kept of each output stream; None: the server's max_output_bytes.
     max_output_bytes: int | None = None
+    # Run in the child after it became `identity` and joined its cgroup, just before exec (a Landlock
+    # restriction). It must not raise: a child that cannot go on writes why to stderr and exits.
+    before_exec: Callable[[], None] | None = None
 
 
 def child_environment(static: Mapping[str, str], home: str | None, marker: str) -> dict[str, str]:
@@ -149,7 +152,7 @@ async def _spawn_and_wait(
     # Until the leader is in spawned_leaders, stray reaping must not touch a zombie it does not recognise: it
     # could be this leader, exited already, which asyncio is about to reap.
     with spawning():
-        starting = loop.create_task(_start(protocol, argv, options, cgroups, cgroup))
+        starting = loop.create_task(_start(protocol, argv, options, cgroups, cgroup, command.before_exec))
         # A spawn is never cut short: asyncio would then kill only the leader and wait for the pipes to close,
         # which the leader's children (still running) hold open forever. It takes a few loop iterations; then a
         # cancellation that arrived meanwhile stops the whole tree like any other.
@@ -212,7 +215,7 @@ async def _spawn_and_wait(
 
 async def _start(
     protocol: CaptureProtocol, argv: tuple[str, ...], options: dict[str, Any], cgroups: CgroupParent | None,
-    cgroup: CallCgroup | None,
+    cgroup: CallCgroup | None, before_exec: Callable[[], None] | None = None,
 ) -> tuple[asyncio.SubprocessTransport, CallCgroup | None]:
     """Spawn the leader, in `cgroup` when there is one; the transport and the cgroup the leader is in. The
     cgroup is removed when the spawn fails. A child that could not join its cgroup (a kernel before 5.16 and
@@ -220,8 +223,9 @@ async def _start(
     loop = asyncio.get_running_loop()
     if cgroup is not None:
         try:
-            transport, _ = await loop.subprocess_exec(lambda: protocol, *argv, preexec_fn=cgroup.join, **options)
-        except subprocess.SubprocessError:  # raised for the join, the only code run in the child
+            transport, _ = await loop.subprocess_exec(lambda: protocol, *argv,
+                                                      preexec_fn=_then(cgroup.join, before_exec), **options)
+        except subprocess.SubprocessError:  # raised for the join, the only code run in the child that raises
             cgroup.remove()
             assert cgroups is not None
             cgroups.disable(f"a tool's process could not move itself into {cgroup.path}")
@@ -231,8 +235,18 @@ async def _start(
         else:
             cgroup.joined()
             return transport, cgroup
-    transport, _ = await loop.subprocess_exec(lambda: protocol, *argv, **options)
+    transport, _ = await loop.subprocess_exec(lambda: protocol, *argv, preexec_fn=before_exec, **options)
     return transport, None
+
+
+def _then(first: Callable[[], object], second: Callable[[], None] | None) -> Callable[[], object]:
+    if second is None:
+        return first
+
+    def both() -> None:
+        first()
+        second()
+    return both
 
 
 def _record_process(span: trace.Span, protocol: CaptureProtocol, returncode: int | None, stopped: bool) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import json
@@ -120,6 +121,7 @@ class PythonRunner(Runner):
             events=invocation.events,
             credentials=invocation.credentials,
             services=self._services,
+            caller=invocation.caller,
         )
         arguments = dict(invocation.arguments)
         try:
@@ -128,7 +130,7 @@ class PythonRunner(Runner):
             else:
                 result = await self._run_in_thread(invocation, arguments, context)
         except ToolRaisedFailure as exc:
-            return RunOutcome(failure=ToolFailure(exc.code, exc.message))
+            return _capped(_failed(exc), self._max_output_bytes)
         except InvalidArgumentsError as exc:  # a refused argument the tool found, e.g. a path leaving its workspace
             if exc.tool:
                 raise
@@ -146,6 +148,17 @@ class PythonRunner(Runner):
         return _capped(_outcome_of(result), self._max_output_bytes)
 
 
+def _failed(exc: ToolRaisedFailure) -> RunOutcome:
+    """The failure a tool raised, with the output it gave along (checked as a result is)."""
+    failure = ToolFailure(exc.code, exc.message)
+    if exc.output is None:
+        return RunOutcome(failure=failure, exit_code=exc.exit_code)
+    produced = _outcome_of(exc.output)
+    if produced.failure is not None:  # the output is not JSON: the failure stays, the output goes
+        return RunOutcome(failure=failure, exit_code=exc.exit_code)
+    return dataclasses.replace(produced, failure=failure, exit_code=exc.exit_code)
+
+
 def _capped(outcome: RunOutcome, limit: int) -> RunOutcome:
     """The text output cut at `limit` bytes like a process's stdout; a structured output that large is refused
     (cut, it would no longer be the value the tool returned)."""
@@ -161,7 +174,8 @@ def _capped(outcome: RunOutcome, limit: int) -> RunOutcome:
     # A character cut in two at the limit is dropped, as for a process.
     kept = data[:limit].decode("utf-8", errors="ignore")
     return RunOutcome(output=kept, structured=outcome.structured, failure=outcome.failure, truncated=True,
-                      original_size_bytes=len(data), cut_streams=frozenset({"stdout"}))
+                      original_size_bytes=len(data), cut_streams=frozenset({"stdout"}),
+                      exit_code=outcome.exit_code)
 
 
 def _check_takes_credentials(entrypoint: str, function: Callable[..., Any]) -> None:

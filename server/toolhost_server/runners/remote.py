@@ -8,12 +8,12 @@
       token_credential: workers            # send credentials["workers"]["token"] as a bearer token
     credentials: [workers]                 # the tool declares what the runner sends
 
-It propagates the deadline (the call's remaining budget), the W3C trace context and a hop counter so a loop
-of forwarding servers is refused. The trace context names the current span (the call's execute_tool span) as
-the parent, so the remote's spans join this call's trace; a server that does not trace passes on the caller's
-context unchanged, so it does not cut a trace in two. It never forwards the caller's other metadata
-(credentials stay on this server) and never retries: a tool call may have side effects, so only the caller
-may decide to call again.
+It propagates the deadline (the call's remaining budget), the W3C trace context, the caller's output format and
+filtering of empty fields, and a hop counter so a loop of forwarding servers is refused. The trace context
+names the current span (the call's execute_tool span) as the parent, so the remote's spans join this call's
+trace; a server that does not trace passes on the caller's context unchanged, so it does not cut a trace in
+two. It never forwards the caller's other metadata (credentials stay on this server) and never retries: a
+tool call may have side effects, so only the caller may decide to call again.
 The transport is injected (a RemoteCaller) because runners do not speak gRPC themselves.
 """
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from ..model import ToolSpec
+from ..output_format import DEFAULT_RESULT_FORMAT, ResultFormat
 from ..telemetry import outgoing_trace_headers
 from .base import Invocation, Runner, RunnerConfigError, RunnerSettings, RunOutcome, ToolFailure
 
@@ -58,6 +59,8 @@ class RemoteCall:
     tls: RemoteTls | None = None
     # A bearer token for the remote's auth file; empty sends none.
     token: str = field(default="", repr=False)
+    # The caller's output format and filtering: the remote renders and caps as this server would.
+    result_format: ResultFormat = DEFAULT_RESULT_FORMAT
 
 
 class RemoteCaller(Protocol):
@@ -123,6 +126,7 @@ class RemoteRunner(Runner):
                     invocation.untraced.forward_headers() if invocation.untraced is not None else {}),
                 tls=self.tls,
                 token=token,
+                result_format=invocation.result_format,
             )
         )
 

@@ -11,6 +11,7 @@
     credential_table.py  CredentialTable: the encrypted credential values
     audit_table.py       AuditTable: the audit trail's records
     log_table.py         LogTable: log records, written in batches and queried
+    todo_table.py        TodoTable: the todo tool's lists, per caller identity and session, written at once
 
 Import the module you need: this package re-exports nothing because SQLAlchemy takes about 0.3 s to import,
 and a server that never opens its store (no credentials in the database) should not pay for it.

@@ -28,7 +28,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Column, Connection, DateTime, Engine, Integer, MetaData, String, Table, func, inspect, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    DateTime,
+    Engine,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    func,
+    inspect,
+    select,
+)
 from sqlalchemy import text as sql_text
 from sqlalchemy.schema import CreateColumn, CreateIndex, CreateTable
 
@@ -80,10 +94,30 @@ def _add_argument_key_count(connection: Connection) -> None:
     _add_column(connection, _audit_records_v2, _argument_key_count)
 
 
+# The todos table as migration 3 creates it, frozen here for the same reason, with schema.py's naming convention.
+_version_3_tables = MetaData(naming_convention=schema_v1.metadata.naming_convention)
+Table(
+    "todos", _version_3_tables,
+    Column("owner", String(256), nullable=False),
+    Column("session", String(128), nullable=False),
+    Column("id", Integer, nullable=False, autoincrement=False),
+    Column("content", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("owner", "session", "id"),
+)
+
+
+def _create_todos(connection: Connection) -> None:
+    # A new table: replicas of the previous release, still running during a rolling update, never touch it.
+    _create_tables(connection, _version_3_tables)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the credentials, audit_records and logs tables (toolhost before schema versions)",
               _create_version_1_tables),
     Migration(2, "audit_records.argument_key_count (0 for older rows)", _add_argument_key_count),
+    Migration(3, "the todos table (the todo tool's lists)", _create_todos),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -84,3 +84,17 @@ logs = Table(
     Index("ix_logs_time", "time"),
     Index("ix_logs_trace_id", "trace_id"),
 )
+
+# The todo tool's lists (toolhost_server.tools.agent_tools): one row per item, kept per caller identity (`owner`,
+# the authenticated caller's name) and `session` (a name the agent chose). `id` numbers the items of one list.
+todos = Table(
+    "todos", metadata,
+    Column("owner", String(256), nullable=False),
+    Column("session", String(128), nullable=False),
+    Column("id", Integer, nullable=False, autoincrement=False),
+    Column("content", Text, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("owner", "session", "id"),
+)

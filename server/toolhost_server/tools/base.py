@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -14,6 +14,9 @@ from ..model import Annotations, Example, Parameter
 
 if TYPE_CHECKING:
     from ..logs.inspector import LogInspector
+    from ..runners.base import RunOutcome
+    from ..runners.process_launch import ChildCommand
+    from ..store.todo_table import TodoTable
     from ..workspaces.workspace_set import WorkspaceSet
 
 
@@ -28,6 +31,13 @@ class ToolServices:
     logs: LogInspector | None = None
     # The configured workspaces, each with its PathSanitizer: the file tools' only way to a file.
     workspaces: WorkspaceSet | None = None
+    # The store's todos table: the todo tool's lists, kept per caller identity.
+    todos: TodoTable | None = None
+    # Runs a command as process tools run theirs: runners.process_launch.run_command with the server's settings
+    # (minimal environment, group kill, output caps, cgroups), as `process_identity` when the command says so.
+    run_process: Callable[[ChildCommand, CallEvents | None], Awaitable[RunOutcome]] | None = None
+    # The (uid, gid) process tools run as (Config.process_user); None: the server's own user.
+    process_identity: tuple[int, int] | None = None
 
 
 NO_SERVICES = ToolServices()
@@ -48,6 +58,8 @@ class ToolContext:
     # context.credentials["winrm"]["password"]. Never log or return them; the server redacts them anyway.
     credentials: ResolvedCredentials = NO_CREDENTIALS
     services: ToolServices = NO_SERVICES
+    # The authenticated caller's name: its identity, by which a tool keeps data per caller ("" outside a call).
+    caller: str = ""
 
     def report_progress(self, progress: float, total: float | None = None, message: str = "") -> None:
         """Tell a streaming caller how far the tool got (in its own unit; `total` when known). Callable from
@@ -69,12 +81,18 @@ class ToolRaisedFailure(Exception):
 
     Other exceptions are reported as TOOL_EXCEPTION with a generic message naming the call id; their text
     (which may hold anything) goes to the server log only, redacted.
+
+    `output` is what the failed work produced, returned with the failure (a shell command's output next to its
+    NON_ZERO_EXIT), and `exit_code` a program's exit status, as a process tool reports them.
     """
 
-    def __init__(self, message: str, code: str = "TOOL_EXCEPTION") -> None:
+    def __init__(self, message: str, code: str = "TOOL_EXCEPTION", *, output: ToolOutput | None = None,
+                 exit_code: int | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.output = output
+        self.exit_code = exit_code
 
 
 class Tool(ABC):

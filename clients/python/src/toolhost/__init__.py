@@ -17,6 +17,7 @@ from ._client import (
     Client,
     LogTail,
     Metadata,
+    OutputFormat,
     ToolView,
     ToolWatch,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "Metadata",
     "NotFoundError",
     "OutputChunk",
+    "OutputFormat",
     "PermissionDeniedError",
     "ReloadResult",
     "ResourceExhaustedError",

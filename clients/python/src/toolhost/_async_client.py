@@ -20,6 +20,7 @@ from ._client import (
     DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
     DEFAULT_TARGET,
     Metadata,
+    OutputFormat,
     ToolView,
     call_request,
     channel_options,
@@ -168,10 +169,12 @@ class AsyncClient:
         call_id: str | None = None,
         # The gRPC deadline of this call, the same parameter as Client.call_tool's.
         timeout: float | None = None,  # noqa: ASYNC109
+        output_format: OutputFormat | None = None,
+        filter_empty_fields: bool = False,
         **kwargs_arguments: Any,
     ) -> ToolResult:
         """Run a tool; see Client.call_tool."""
-        request = call_request(name, arguments, kwargs_arguments, call_id)
+        request = call_request(name, arguments, kwargs_arguments, call_id, output_format, filter_empty_fields)
         return ToolResult.from_proto(await self._unary(self._stub.CallTool, request, timeout))
 
     def stream_call(
@@ -182,10 +185,12 @@ class AsyncClient:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        output_format: OutputFormat | None = None,
+        filter_empty_fields: bool = False,
         **kwargs_arguments: Any,
     ) -> AsyncCallStream:
         """Run a tool and follow it with `async for event in client.stream_call(...)`; see Client.stream_call."""
-        request = stream_call_request(name, arguments, kwargs_arguments, call_id)
+        request = stream_call_request(name, arguments, kwargs_arguments, call_id, output_format, filter_empty_fields)
         return AsyncCallStream(self._stub.StreamCallTool(
             request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata))
 

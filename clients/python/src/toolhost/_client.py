@@ -36,7 +36,7 @@ from .v1 import log_service_pb2, log_service_pb2_grpc, tool_pb2, tool_service_pb
 
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES", "DEFAULT_TARGET", "CallStream", "Client", "LogTail", "Metadata",
-    "ToolView", "ToolWatch",
+    "OutputFormat", "ToolView", "ToolWatch",
 ]
 
 DEFAULT_TARGET = "127.0.0.1:50051"
@@ -46,8 +46,17 @@ DEFAULT_MAX_RECEIVE_MESSAGE_BYTES = 64 * 1024 * 1024
 
 ToolView = Literal["basic", "full"]
 Metadata = Mapping[str, str] | Sequence[tuple[str, str]]
+OutputFormat = Literal["json", "pretty", "text"]
+"""How a call's `output` is written: compact JSON or indented JSON (keys sorted) of the structured output, or
+the tool's own text. None (the default) leaves it to the tool."""
 
 _VIEWS: dict[str, tool_pb2.ToolView] = {"basic": tool_pb2.TOOL_VIEW_BASIC, "full": tool_pb2.TOOL_VIEW_FULL}
+_OUTPUT_FORMATS: dict[str | None, tool_service_pb2.OutputFormat] = {
+    None: tool_service_pb2.OUTPUT_FORMAT_UNSPECIFIED,
+    "json": tool_service_pb2.OUTPUT_FORMAT_JSON,
+    "pretty": tool_service_pb2.OUTPUT_FORMAT_PRETTY,
+    "text": tool_service_pb2.OUTPUT_FORMAT_TEXT,
+}
 _Response = TypeVar("_Response")
 
 
@@ -67,6 +76,13 @@ def view_value(view: str) -> tool_pb2.ToolView:
         return _VIEWS[view]
     except KeyError:
         raise ValueError(f"view must be 'basic' or 'full', not {view!r}") from None
+
+
+def output_format_value(output_format: str | None) -> tool_service_pb2.OutputFormat:
+    try:
+        return _OUTPUT_FORMATS[output_format]
+    except KeyError:
+        raise ValueError(f"output_format must be 'json', 'pretty', 'text' or None, not {output_format!r}") from None
 
 
 def list_request(
@@ -92,20 +108,25 @@ def list_request(
 
 
 def call_request(
-    name: str, arguments: Mapping[str, Any] | None, keyword_arguments: Mapping[str, Any], call_id: str | None
+    name: str, arguments: Mapping[str, Any] | None, keyword_arguments: Mapping[str, Any], call_id: str | None,
+    output_format: str | None = None, filter_empty_fields: bool = False,
 ) -> tool_service_pb2.CallToolRequest:
     merged = {**(arguments or {}), **keyword_arguments}
     # JSON text, not a Struct: a Struct carries numbers as doubles and would round integers past 2**53.
     text = json.dumps(merged, allow_nan=False, ensure_ascii=False)
-    return tool_service_pb2.CallToolRequest(name=name, arguments_json=text, call_id=call_id or "")
+    return tool_service_pb2.CallToolRequest(
+        name=name, arguments_json=text, call_id=call_id or "", output_format=output_format_value(output_format),
+        filter_empty_fields=filter_empty_fields)
 
 
 def stream_call_request(
-    name: str, arguments: Mapping[str, Any] | None, keyword_arguments: Mapping[str, Any], call_id: str | None
+    name: str, arguments: Mapping[str, Any] | None, keyword_arguments: Mapping[str, Any], call_id: str | None,
+    output_format: str | None = None, filter_empty_fields: bool = False,
 ) -> tool_service_pb2.StreamCallToolRequest:
-    unary = call_request(name, arguments, keyword_arguments, call_id)
+    unary = call_request(name, arguments, keyword_arguments, call_id, output_format, filter_empty_fields)
     return tool_service_pb2.StreamCallToolRequest(
-        name=unary.name, arguments_json=unary.arguments_json, call_id=unary.call_id)
+        name=unary.name, arguments_json=unary.arguments_json, call_id=unary.call_id,
+        output_format=unary.output_format, filter_empty_fields=unary.filter_empty_fields)
 
 
 class Client:
@@ -235,12 +256,17 @@ class Client:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        output_format: OutputFormat | None = None,
+        filter_empty_fields: bool = False,
         **kwargs_arguments: Any,
     ) -> ToolResult:
         """Run a tool: `client.call_tool("dns_lookup", {"domain": "example.com"})` or
         `client.call_tool("dns_lookup", domain="example.com")` (keywords win over the mapping; pass arguments
-        called `call_id` or `timeout` in the mapping). `timeout` overrides the client's default deadline."""
-        request = call_request(name, arguments, kwargs_arguments, call_id)
+        called `call_id`, `timeout`, `output_format` or `filter_empty_fields` in the mapping). `timeout`
+        overrides the client's default deadline. `output_format` "json" or "pretty" writes `output` from the
+        structured output (a tool without one keeps its text), "text" keeps the tool's text;
+        `filter_empty_fields` drops null and empty fields from the structured output and its rendering."""
+        request = call_request(name, arguments, kwargs_arguments, call_id, output_format, filter_empty_fields)
         return ToolResult.from_proto(self._unary(self._stub.CallTool, request, timeout))
 
     def stream_call(
@@ -251,6 +277,8 @@ class Client:
         *,
         call_id: str | None = None,
         timeout: float | None = None,
+        output_format: OutputFormat | None = None,
+        filter_empty_fields: bool = False,
         **kwargs_arguments: Any,
     ) -> CallStream:
         """Run a tool and follow it: iterate the returned stream for CallProgress and OutputChunk events as
@@ -261,8 +289,9 @@ class Client:
                     if isinstance(event, toolhost.OutputChunk):
                         print(event.text, end="")
 
-        Arguments as for call_tool. Errors before the tool starts are raised by the iteration."""
-        request = stream_call_request(name, arguments, kwargs_arguments, call_id)
+        Arguments as for call_tool; `output_format` shapes the ToolResult's output, not the chunks (the tool's
+        text as it writes it). Errors before the tool starts are raised by the iteration."""
+        request = stream_call_request(name, arguments, kwargs_arguments, call_id, output_format, filter_empty_fields)
         return CallStream(self._stub.StreamCallTool(
             request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata))
 

@@ -262,6 +262,27 @@ class ToolResult:
             raw=message,
         )
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field but `raw`: `error` as {"code", "message"} or None, `timestamp` as
+        ISO 8601 text in UTC."""
+        return {
+            "success": self.success,
+            "tool": self.tool,
+            "call_id": self.call_id,
+            "output": self.output,
+            "stderr": self.stderr,
+            "structured_output": self.structured_output,
+            "error": {"code": self.error.code, "message": self.error.message} if self.error is not None else None,
+            "duration_ms": self.duration_ms,
+            "trace_id": self.trace_id,
+            "timestamp": self.timestamp.isoformat(),
+            "exit_code": self.exit_code,
+            "truncated": self.truncated,
+            "original_size_bytes": self.original_size_bytes,
+            "redacted": self.redacted,
+            "generation": self.generation,
+        }
+
 
 @dataclass(frozen=True)
 class CallProgress:

@@ -25,6 +25,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// How CallToolResponse.output is written. A format renders the tool's structured output after the server has
+// redacted it (so a rendering holds nothing `structured_output` does not), and the size limit then applies to
+// the rendered text (`truncated` says when it was cut). A tool without structured output returns its own text
+// unchanged in every format. The output chunks of StreamCallTool are the tool's text as written; the format
+// applies to the `result`.
+type OutputFormat int32
+
+const (
+	// The tool's default: its own text, as before this field existed.
+	OutputFormat_OUTPUT_FORMAT_UNSPECIFIED OutputFormat = 0
+	// The structured output as compact JSON (no spaces, keys sorted), one line.
+	OutputFormat_OUTPUT_FORMAT_JSON OutputFormat = 1
+	// The structured output as JSON indented by two spaces, keys sorted, for a person or a model to read.
+	OutputFormat_OUTPUT_FORMAT_PRETTY OutputFormat = 2
+	// The tool's own text, even where the tool's default may one day be another format.
+	OutputFormat_OUTPUT_FORMAT_TEXT OutputFormat = 3
+)
+
+// Enum value maps for OutputFormat.
+var (
+	OutputFormat_name = map[int32]string{
+		0: "OUTPUT_FORMAT_UNSPECIFIED",
+		1: "OUTPUT_FORMAT_JSON",
+		2: "OUTPUT_FORMAT_PRETTY",
+		3: "OUTPUT_FORMAT_TEXT",
+	}
+	OutputFormat_value = map[string]int32{
+		"OUTPUT_FORMAT_UNSPECIFIED": 0,
+		"OUTPUT_FORMAT_JSON":        1,
+		"OUTPUT_FORMAT_PRETTY":      2,
+		"OUTPUT_FORMAT_TEXT":        3,
+	}
+)
+
+func (x OutputFormat) Enum() *OutputFormat {
+	p := new(OutputFormat)
+	*p = x
+	return p
+}
+
+func (x OutputFormat) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OutputFormat) Descriptor() protoreflect.EnumDescriptor {
+	return file_toolhost_v1_tool_service_proto_enumTypes[0].Descriptor()
+}
+
+func (OutputFormat) Type() protoreflect.EnumType {
+	return &file_toolhost_v1_tool_service_proto_enumTypes[0]
+}
+
+func (x OutputFormat) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OutputFormat.Descriptor instead.
+func (OutputFormat) EnumDescriptor() ([]byte, []int) {
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{0}
+}
+
 // Which output stream of a process a chunk comes from.
 type OutputStream int32
 
@@ -62,11 +123,11 @@ func (x OutputStream) String() string {
 }
 
 func (OutputStream) Descriptor() protoreflect.EnumDescriptor {
-	return file_toolhost_v1_tool_service_proto_enumTypes[0].Descriptor()
+	return file_toolhost_v1_tool_service_proto_enumTypes[1].Descriptor()
 }
 
 func (OutputStream) Type() protoreflect.EnumType {
-	return &file_toolhost_v1_tool_service_proto_enumTypes[0]
+	return &file_toolhost_v1_tool_service_proto_enumTypes[1]
 }
 
 func (x OutputStream) Number() protoreflect.EnumNumber {
@@ -75,7 +136,7 @@ func (x OutputStream) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OutputStream.Descriptor instead.
 func (OutputStream) EnumDescriptor() ([]byte, []int) {
-	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{0}
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{1}
 }
 
 // The filter and page of a ListTools call. Every filter that is set must match.
@@ -376,9 +437,15 @@ type CallToolRequest struct {
 	//	*CallToolRequest_ArgumentsJson
 	Args isCallToolRequest_Args `protobuf_oneof:"args"`
 	// An identifier for this call, echoed in the response and in logs and traces. Generated when empty.
-	CallId        string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// How to write the response's `output`; UNSPECIFIED keeps the tool's own text. A value this server does not
+	// know is INVALID_ARGUMENT. `structured_output` is the data itself whatever the format.
+	OutputFormat OutputFormat `protobuf:"varint,5,opt,name=output_format,json=outputFormat,proto3,enum=toolhost.v1.OutputFormat" json:"output_format,omitempty"`
+	// Drop null and empty ("", [], {}) object fields, at every depth, from `structured_output` and from an
+	// `output` rendered from it (JSON or PRETTY); the tool's own text is left as it is. List elements are kept.
+	FilterEmptyFields bool `protobuf:"varint,6,opt,name=filter_empty_fields,json=filterEmptyFields,proto3" json:"filter_empty_fields,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *CallToolRequest) Reset() {
@@ -450,6 +517,20 @@ func (x *CallToolRequest) GetCallId() string {
 	return ""
 }
 
+func (x *CallToolRequest) GetOutputFormat() OutputFormat {
+	if x != nil {
+		return x.OutputFormat
+	}
+	return OutputFormat_OUTPUT_FORMAT_UNSPECIFIED
+}
+
+func (x *CallToolRequest) GetFilterEmptyFields() bool {
+	if x != nil {
+		return x.FilterEmptyFields
+	}
+	return false
+}
+
 type isCallToolRequest_Args interface {
 	isCallToolRequest_Args()
 }
@@ -482,9 +563,13 @@ type StreamCallToolRequest struct {
 	//	*StreamCallToolRequest_ArgumentsJson
 	Args isStreamCallToolRequest_Args `protobuf_oneof:"args"`
 	// An identifier for this call, echoed in the result and in logs and traces. Generated when empty.
-	CallId        string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	CallId string `protobuf:"bytes,4,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	// How to write the result's `output`, as in CallToolRequest; the streamed output chunks stay the tool's text.
+	OutputFormat OutputFormat `protobuf:"varint,5,opt,name=output_format,json=outputFormat,proto3,enum=toolhost.v1.OutputFormat" json:"output_format,omitempty"`
+	// Drop null and empty fields from the result's structured output and rendered output, as in CallToolRequest.
+	FilterEmptyFields bool `protobuf:"varint,6,opt,name=filter_empty_fields,json=filterEmptyFields,proto3" json:"filter_empty_fields,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *StreamCallToolRequest) Reset() {
@@ -554,6 +639,20 @@ func (x *StreamCallToolRequest) GetCallId() string {
 		return x.CallId
 	}
 	return ""
+}
+
+func (x *StreamCallToolRequest) GetOutputFormat() OutputFormat {
+	if x != nil {
+		return x.OutputFormat
+	}
+	return OutputFormat_OUTPUT_FORMAT_UNSPECIFIED
+}
+
+func (x *StreamCallToolRequest) GetFilterEmptyFields() bool {
+	if x != nil {
+		return x.FilterEmptyFields
+	}
+	return false
 }
 
 type isStreamCallToolRequest_Args interface {
@@ -1419,18 +1518,22 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\x04tool\x18\x01 \x01(\v2\x11.toolhost.v1.ToolR\x04tool\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x03R\n" +
-	"generation\"\xa8\x01\n" +
+	"generation\"\x98\x02\n" +
 	"\x0fCallToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructH\x00R\targuments\x12'\n" +
 	"\x0earguments_json\x18\x03 \x01(\tH\x00R\rargumentsJson\x12\x17\n" +
-	"\acall_id\x18\x04 \x01(\tR\x06callIdB\x06\n" +
-	"\x04args\"\xae\x01\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12>\n" +
+	"\routput_format\x18\x05 \x01(\x0e2\x19.toolhost.v1.OutputFormatR\foutputFormat\x12.\n" +
+	"\x13filter_empty_fields\x18\x06 \x01(\bR\x11filterEmptyFieldsB\x06\n" +
+	"\x04args\"\x9e\x02\n" +
 	"\x15StreamCallToolRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructH\x00R\targuments\x12'\n" +
 	"\x0earguments_json\x18\x03 \x01(\tH\x00R\rargumentsJson\x12\x17\n" +
-	"\acall_id\x18\x04 \x01(\tR\x06callIdB\x06\n" +
+	"\acall_id\x18\x04 \x01(\tR\x06callId\x12>\n" +
+	"\routput_format\x18\x05 \x01(\x0e2\x19.toolhost.v1.OutputFormatR\foutputFormat\x12.\n" +
+	"\x13filter_empty_fields\x18\x06 \x01(\bR\x11filterEmptyFieldsB\x06\n" +
 	"\x04args\"\xc7\x01\n" +
 	"\x16StreamCallToolResponse\x127\n" +
 	"\bprogress\x18\x01 \x01(\v2\x19.toolhost.v1.CallProgressH\x00R\bprogress\x122\n" +
@@ -1497,7 +1600,12 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x14\n" +
 	"\x05added\x18\x03 \x03(\tR\x05added\x12\x18\n" +
 	"\aremoved\x18\x04 \x03(\tR\aremoved\x12\x18\n" +
-	"\achanged\x18\x05 \x03(\tR\achanged*a\n" +
+	"\achanged\x18\x05 \x03(\tR\achanged*w\n" +
+	"\fOutputFormat\x12\x1d\n" +
+	"\x19OUTPUT_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12OUTPUT_FORMAT_JSON\x10\x01\x12\x18\n" +
+	"\x14OUTPUT_FORMAT_PRETTY\x10\x02\x12\x16\n" +
+	"\x12OUTPUT_FORMAT_TEXT\x10\x03*a\n" +
 	"\fOutputStream\x12\x1d\n" +
 	"\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n" +
@@ -1523,64 +1631,67 @@ func file_toolhost_v1_tool_service_proto_rawDescGZIP() []byte {
 	return file_toolhost_v1_tool_service_proto_rawDescData
 }
 
-var file_toolhost_v1_tool_service_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_toolhost_v1_tool_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_toolhost_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_toolhost_v1_tool_service_proto_goTypes = []any{
-	(OutputStream)(0),              // 0: toolhost.v1.OutputStream
-	(*ListToolsRequest)(nil),       // 1: toolhost.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 2: toolhost.v1.ListToolsResponse
-	(*GetToolRequest)(nil),         // 3: toolhost.v1.GetToolRequest
-	(*GetToolResponse)(nil),        // 4: toolhost.v1.GetToolResponse
-	(*CallToolRequest)(nil),        // 5: toolhost.v1.CallToolRequest
-	(*StreamCallToolRequest)(nil),  // 6: toolhost.v1.StreamCallToolRequest
-	(*StreamCallToolResponse)(nil), // 7: toolhost.v1.StreamCallToolResponse
-	(*CallProgress)(nil),           // 8: toolhost.v1.CallProgress
-	(*OutputChunk)(nil),            // 9: toolhost.v1.OutputChunk
-	(*CallToolResponse)(nil),       // 10: toolhost.v1.CallToolResponse
-	(*ToolError)(nil),              // 11: toolhost.v1.ToolError
-	(*ReloadRequest)(nil),          // 12: toolhost.v1.ReloadRequest
-	(*ReloadResponse)(nil),         // 13: toolhost.v1.ReloadResponse
-	(*CatalogError)(nil),           // 14: toolhost.v1.CatalogError
-	(*WatchToolsRequest)(nil),      // 15: toolhost.v1.WatchToolsRequest
-	(*WatchToolsResponse)(nil),     // 16: toolhost.v1.WatchToolsResponse
-	(ToolView)(0),                  // 17: toolhost.v1.ToolView
-	(*Tool)(nil),                   // 18: toolhost.v1.Tool
-	(*structpb.Struct)(nil),        // 19: google.protobuf.Struct
-	(*structpb.Value)(nil),         // 20: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
+	(OutputFormat)(0),              // 0: toolhost.v1.OutputFormat
+	(OutputStream)(0),              // 1: toolhost.v1.OutputStream
+	(*ListToolsRequest)(nil),       // 2: toolhost.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),      // 3: toolhost.v1.ListToolsResponse
+	(*GetToolRequest)(nil),         // 4: toolhost.v1.GetToolRequest
+	(*GetToolResponse)(nil),        // 5: toolhost.v1.GetToolResponse
+	(*CallToolRequest)(nil),        // 6: toolhost.v1.CallToolRequest
+	(*StreamCallToolRequest)(nil),  // 7: toolhost.v1.StreamCallToolRequest
+	(*StreamCallToolResponse)(nil), // 8: toolhost.v1.StreamCallToolResponse
+	(*CallProgress)(nil),           // 9: toolhost.v1.CallProgress
+	(*OutputChunk)(nil),            // 10: toolhost.v1.OutputChunk
+	(*CallToolResponse)(nil),       // 11: toolhost.v1.CallToolResponse
+	(*ToolError)(nil),              // 12: toolhost.v1.ToolError
+	(*ReloadRequest)(nil),          // 13: toolhost.v1.ReloadRequest
+	(*ReloadResponse)(nil),         // 14: toolhost.v1.ReloadResponse
+	(*CatalogError)(nil),           // 15: toolhost.v1.CatalogError
+	(*WatchToolsRequest)(nil),      // 16: toolhost.v1.WatchToolsRequest
+	(*WatchToolsResponse)(nil),     // 17: toolhost.v1.WatchToolsResponse
+	(ToolView)(0),                  // 18: toolhost.v1.ToolView
+	(*Tool)(nil),                   // 19: toolhost.v1.Tool
+	(*structpb.Struct)(nil),        // 20: google.protobuf.Struct
+	(*structpb.Value)(nil),         // 21: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
 }
 var file_toolhost_v1_tool_service_proto_depIdxs = []int32{
-	17, // 0: toolhost.v1.ListToolsRequest.view:type_name -> toolhost.v1.ToolView
-	18, // 1: toolhost.v1.ListToolsResponse.tools:type_name -> toolhost.v1.Tool
-	17, // 2: toolhost.v1.GetToolRequest.view:type_name -> toolhost.v1.ToolView
-	18, // 3: toolhost.v1.GetToolResponse.tool:type_name -> toolhost.v1.Tool
-	19, // 4: toolhost.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
-	19, // 5: toolhost.v1.StreamCallToolRequest.arguments:type_name -> google.protobuf.Struct
-	8,  // 6: toolhost.v1.StreamCallToolResponse.progress:type_name -> toolhost.v1.CallProgress
-	9,  // 7: toolhost.v1.StreamCallToolResponse.output:type_name -> toolhost.v1.OutputChunk
-	10, // 8: toolhost.v1.StreamCallToolResponse.result:type_name -> toolhost.v1.CallToolResponse
-	0,  // 9: toolhost.v1.OutputChunk.stream:type_name -> toolhost.v1.OutputStream
-	20, // 10: toolhost.v1.CallToolResponse.structured_output:type_name -> google.protobuf.Value
-	11, // 11: toolhost.v1.CallToolResponse.error:type_name -> toolhost.v1.ToolError
-	21, // 12: toolhost.v1.CallToolResponse.timestamp:type_name -> google.protobuf.Timestamp
-	14, // 13: toolhost.v1.ReloadResponse.errors:type_name -> toolhost.v1.CatalogError
-	1,  // 14: toolhost.v1.ToolService.ListTools:input_type -> toolhost.v1.ListToolsRequest
-	3,  // 15: toolhost.v1.ToolService.GetTool:input_type -> toolhost.v1.GetToolRequest
-	5,  // 16: toolhost.v1.ToolService.CallTool:input_type -> toolhost.v1.CallToolRequest
-	6,  // 17: toolhost.v1.ToolService.StreamCallTool:input_type -> toolhost.v1.StreamCallToolRequest
-	12, // 18: toolhost.v1.ToolService.Reload:input_type -> toolhost.v1.ReloadRequest
-	15, // 19: toolhost.v1.ToolService.WatchTools:input_type -> toolhost.v1.WatchToolsRequest
-	2,  // 20: toolhost.v1.ToolService.ListTools:output_type -> toolhost.v1.ListToolsResponse
-	4,  // 21: toolhost.v1.ToolService.GetTool:output_type -> toolhost.v1.GetToolResponse
-	10, // 22: toolhost.v1.ToolService.CallTool:output_type -> toolhost.v1.CallToolResponse
-	7,  // 23: toolhost.v1.ToolService.StreamCallTool:output_type -> toolhost.v1.StreamCallToolResponse
-	13, // 24: toolhost.v1.ToolService.Reload:output_type -> toolhost.v1.ReloadResponse
-	16, // 25: toolhost.v1.ToolService.WatchTools:output_type -> toolhost.v1.WatchToolsResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	18, // 0: toolhost.v1.ListToolsRequest.view:type_name -> toolhost.v1.ToolView
+	19, // 1: toolhost.v1.ListToolsResponse.tools:type_name -> toolhost.v1.Tool
+	18, // 2: toolhost.v1.GetToolRequest.view:type_name -> toolhost.v1.ToolView
+	19, // 3: toolhost.v1.GetToolResponse.tool:type_name -> toolhost.v1.Tool
+	20, // 4: toolhost.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	0,  // 5: toolhost.v1.CallToolRequest.output_format:type_name -> toolhost.v1.OutputFormat
+	20, // 6: toolhost.v1.StreamCallToolRequest.arguments:type_name -> google.protobuf.Struct
+	0,  // 7: toolhost.v1.StreamCallToolRequest.output_format:type_name -> toolhost.v1.OutputFormat
+	9,  // 8: toolhost.v1.StreamCallToolResponse.progress:type_name -> toolhost.v1.CallProgress
+	10, // 9: toolhost.v1.StreamCallToolResponse.output:type_name -> toolhost.v1.OutputChunk
+	11, // 10: toolhost.v1.StreamCallToolResponse.result:type_name -> toolhost.v1.CallToolResponse
+	1,  // 11: toolhost.v1.OutputChunk.stream:type_name -> toolhost.v1.OutputStream
+	21, // 12: toolhost.v1.CallToolResponse.structured_output:type_name -> google.protobuf.Value
+	12, // 13: toolhost.v1.CallToolResponse.error:type_name -> toolhost.v1.ToolError
+	22, // 14: toolhost.v1.CallToolResponse.timestamp:type_name -> google.protobuf.Timestamp
+	15, // 15: toolhost.v1.ReloadResponse.errors:type_name -> toolhost.v1.CatalogError
+	2,  // 16: toolhost.v1.ToolService.ListTools:input_type -> toolhost.v1.ListToolsRequest
+	4,  // 17: toolhost.v1.ToolService.GetTool:input_type -> toolhost.v1.GetToolRequest
+	6,  // 18: toolhost.v1.ToolService.CallTool:input_type -> toolhost.v1.CallToolRequest
+	7,  // 19: toolhost.v1.ToolService.StreamCallTool:input_type -> toolhost.v1.StreamCallToolRequest
+	13, // 20: toolhost.v1.ToolService.Reload:input_type -> toolhost.v1.ReloadRequest
+	16, // 21: toolhost.v1.ToolService.WatchTools:input_type -> toolhost.v1.WatchToolsRequest
+	3,  // 22: toolhost.v1.ToolService.ListTools:output_type -> toolhost.v1.ListToolsResponse
+	5,  // 23: toolhost.v1.ToolService.GetTool:output_type -> toolhost.v1.GetToolResponse
+	11, // 24: toolhost.v1.ToolService.CallTool:output_type -> toolhost.v1.CallToolResponse
+	8,  // 25: toolhost.v1.ToolService.StreamCallTool:output_type -> toolhost.v1.StreamCallToolResponse
+	14, // 26: toolhost.v1.ToolService.Reload:output_type -> toolhost.v1.ReloadResponse
+	17, // 27: toolhost.v1.ToolService.WatchTools:output_type -> toolhost.v1.WatchToolsResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_toolhost_v1_tool_service_proto_init() }
@@ -1609,7 +1720,7 @@ func file_toolhost_v1_tool_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolhost_v1_tool_service_proto_rawDesc), len(file_toolhost_v1_tool_service_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -27,7 +27,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from toolhost.v1 import tool_pb2 as toolhost_dot_v1_dot_tool__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etoolhost/v1/tool_service.proto\x12\x0btoolhost.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolhost/v1/tool.proto\"\xa2\x01\n\x10ListToolsRequest\x12\x10\n\x08platform\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x02 \x01(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\x10\n\x08provider\x18\x04 \x01(\t\x12#\n\x04view\x18\x05 \x01(\x0e\x32\x15.toolhost.v1.ToolView\x12\x11\n\tpage_size\x18\x06 \x01(\x05\x12\x12\n\npage_token\x18\x07 \x01(\t\"v\n\x11ListToolsResponse\x12 \n\x05tools\x18\x01 \x03(\x0b\x32\x11.toolhost.v1.Tool\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\x12\x12\n\ngeneration\x18\x04 \x01(\x03\"C\n\x0eGetToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04view\x18\x02 \x01(\x0e\x32\x15.toolhost.v1.ToolView\"F\n\x0fGetToolResponse\x12\x1f\n\x04tool\x18\x01 \x01(\x0b\x32\x11.toolhost.v1.Tool\x12\x12\n\ngeneration\x18\x02 \x01(\x03\"\x80\x01\n\x0f\x43\x61llToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x18\n\x0e\x61rguments_json\x18\x03 \x01(\tH\x00\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\tB\x06\n\x04\x61rgs\"\x86\x01\n\x15StreamCallToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x18\n\x0e\x61rguments_json\x18\x03 \x01(\tH\x00\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\tB\x06\n\x04\x61rgs\"\xad\x01\n\x16StreamCallToolResponse\x12-\n\x08progress\x18\x01 \x01(\x0b\x32\x19.toolhost.v1.CallProgressH\x00\x12*\n\x06output\x18\x02 \x01(\x0b\x32\x18.toolhost.v1.OutputChunkH\x00\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x1d.toolhost.v1.CallToolResponseH\x00\x42\x07\n\x05\x65vent\"O\n\x0c\x43\x61llProgress\x12\x10\n\x08progress\x18\x01 \x01(\x01\x12\x12\n\x05total\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x07message\x18\x03 \x01(\tB\x08\n\x06_total\"F\n\x0bOutputChunk\x12)\n\x06stream\x18\x01 \x01(\x0e\x32\x19.toolhost.v1.OutputStream\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x8e\x03\n\x10\x43\x61llToolResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\t\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x0e\n\x06stderr\x18\x05 \x01(\t\x12\x31\n\x11structured_output\x18\x06 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x16.toolhost.v1.ToolError\x12\x13\n\x0b\x64uration_ms\x18\x08 \x01(\x01\x12\x10\n\x08trace_id\x18\t \x01(\t\x12-\n\ttimestamp\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x00\x88\x01\x01\x12\x11\n\ttruncated\x18\x0c \x01(\x08\x12\x1b\n\x13original_size_bytes\x18\r \x01(\x03\x12\x10\n\x08redacted\x18\x0e \x01(\x08\x12\x12\n\ngeneration\x18\x0f \x01(\x03\x42\x0c\n\n_exit_code\"*\n\tToolError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x0f\n\rReloadRequest\"\xdf\x01\n\x0eReloadResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\r\n\x05tools\x18\x03 \x03(\t\x12\x18\n\x10missing_required\x18\x04 \x03(\t\x12\x14\n\x0c\x63\x61talog_dirs\x18\x05 \x03(\t\x12\x12\n\ngeneration\x18\x06 \x01(\x03\x12)\n\x06\x65rrors\x18\x07 \x03(\x0b\x32\x19.toolhost.v1.CatalogError\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x08 \x03(\t\x12\x0f\n\x07removed\x18\t \x03(\t\x12\x0f\n\x07\x63hanged\x18\n \x03(\t\":\n\x0c\x43\x61talogError\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x13\n\x11WatchToolsRequest\"h\n\x12WatchToolsResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x03 \x03(\t\x12\x0f\n\x07removed\x18\x04 \x03(\t\x12\x0f\n\x07\x63hanged\x18\x05 \x03(\t*a\n\x0cOutputStream\x12\x1d\n\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n\x14OUTPUT_STREAM_STDERR\x10\x02\x32\xd9\x03\n\x0bToolService\x12J\n\tListTools\x12\x1d.toolhost.v1.ListToolsRequest\x1a\x1e.toolhost.v1.ListToolsResponse\x12\x44\n\x07GetTool\x12\x1b.toolhost.v1.GetToolRequest\x1a\x1c.toolhost.v1.GetToolResponse\x12G\n\x08\x43\x61llTool\x12\x1c.toolhost.v1.CallToolRequest\x1a\x1d.toolhost.v1.CallToolResponse\x12[\n\x0eStreamCallTool\x12\".toolhost.v1.StreamCallToolRequest\x1a#.toolhost.v1.StreamCallToolResponse0\x01\x12\x41\n\x06Reload\x12\x1a.toolhost.v1.ReloadRequest\x1a\x1b.toolhost.v1.ReloadResponse\x12O\n\nWatchTools\x12\x1e.toolhost.v1.WatchToolsRequest\x1a\x1f.toolhost.v1.WatchToolsResponse0\x01\x42\x44ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etoolhost/v1/tool_service.proto\x12\x0btoolhost.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16toolhost/v1/tool.proto\"\xa2\x01\n\x10ListToolsRequest\x12\x10\n\x08platform\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x02 \x01(\t\x12\x0c\n\x04tags\x18\x03 \x03(\t\x12\x10\n\x08provider\x18\x04 \x01(\t\x12#\n\x04view\x18\x05 \x01(\x0e\x32\x15.toolhost.v1.ToolView\x12\x11\n\tpage_size\x18\x06 \x01(\x05\x12\x12\n\npage_token\x18\x07 \x01(\t\"v\n\x11ListToolsResponse\x12 \n\x05tools\x18\x01 \x03(\x0b\x32\x11.toolhost.v1.Tool\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\x12\x12\n\ntotal_size\x18\x03 \x01(\x05\x12\x12\n\ngeneration\x18\x04 \x01(\x03\"C\n\x0eGetToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12#\n\x04view\x18\x02 \x01(\x0e\x32\x15.toolhost.v1.ToolView\"F\n\x0fGetToolResponse\x12\x1f\n\x04tool\x18\x01 \x01(\x0b\x32\x11.toolhost.v1.Tool\x12\x12\n\ngeneration\x18\x02 \x01(\x03\"\xcf\x01\n\x0f\x43\x61llToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x18\n\x0e\x61rguments_json\x18\x03 \x01(\tH\x00\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\x12\x30\n\routput_format\x18\x05 \x01(\x0e\x32\x19.toolhost.v1.OutputFormat\x12\x1b\n\x13\x66ilter_empty_fields\x18\x06 \x01(\x08\x42\x06\n\x04\x61rgs\"\xd5\x01\n\x15StreamCallToolRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12,\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.StructH\x00\x12\x18\n\x0e\x61rguments_json\x18\x03 \x01(\tH\x00\x12\x0f\n\x07\x63\x61ll_id\x18\x04 \x01(\t\x12\x30\n\routput_format\x18\x05 \x01(\x0e\x32\x19.toolhost.v1.OutputFormat\x12\x1b\n\x13\x66ilter_empty_fields\x18\x06 \x01(\x08\x42\x06\n\x04\x61rgs\"\xad\x01\n\x16StreamCallToolResponse\x12-\n\x08progress\x18\x01 \x01(\x0b\x32\x19.toolhost.v1.CallProgressH\x00\x12*\n\x06output\x18\x02 \x01(\x0b\x32\x18.toolhost.v1.OutputChunkH\x00\x12/\n\x06result\x18\x03 \x01(\x0b\x32\x1d.toolhost.v1.CallToolResponseH\x00\x42\x07\n\x05\x65vent\"O\n\x0c\x43\x61llProgress\x12\x10\n\x08progress\x18\x01 \x01(\x01\x12\x12\n\x05total\x18\x02 \x01(\x01H\x00\x88\x01\x01\x12\x0f\n\x07message\x18\x03 \x01(\tB\x08\n\x06_total\"F\n\x0bOutputChunk\x12)\n\x06stream\x18\x01 \x01(\x0e\x32\x19.toolhost.v1.OutputStream\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x8e\x03\n\x10\x43\x61llToolResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\x0c\n\x04tool\x18\x02 \x01(\t\x12\x0f\n\x07\x63\x61ll_id\x18\x03 \x01(\t\x12\x0e\n\x06output\x18\x04 \x01(\t\x12\x0e\n\x06stderr\x18\x05 \x01(\t\x12\x31\n\x11structured_output\x18\x06 \x01(\x0b\x32\x16.google.protobuf.Value\x12%\n\x05\x65rror\x18\x07 \x01(\x0b\x32\x16.toolhost.v1.ToolError\x12\x13\n\x0b\x64uration_ms\x18\x08 \x01(\x01\x12\x10\n\x08trace_id\x18\t \x01(\t\x12-\n\ttimestamp\x18\n \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\texit_code\x18\x0b \x01(\x05H\x00\x88\x01\x01\x12\x11\n\ttruncated\x18\x0c \x01(\x08\x12\x1b\n\x13original_size_bytes\x18\r \x01(\x03\x12\x10\n\x08redacted\x18\x0e \x01(\x08\x12\x12\n\ngeneration\x18\x0f \x01(\x03\x42\x0c\n\n_exit_code\"*\n\tToolError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x0f\n\rReloadRequest\"\xdf\x01\n\x0eReloadResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\r\n\x05tools\x18\x03 \x03(\t\x12\x18\n\x10missing_required\x18\x04 \x03(\t\x12\x14\n\x0c\x63\x61talog_dirs\x18\x05 \x03(\t\x12\x12\n\ngeneration\x18\x06 \x01(\x03\x12)\n\x06\x65rrors\x18\x07 \x03(\x0b\x32\x19.toolhost.v1.CatalogError\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x08 \x03(\t\x12\x0f\n\x07removed\x18\t \x03(\t\x12\x0f\n\x07\x63hanged\x18\n \x03(\t\":\n\x0c\x43\x61talogError\x12\x0c\n\x04\x66ile\x18\x01 \x01(\t\x12\x0c\n\x04line\x18\x02 \x01(\x05\x12\x0e\n\x06reason\x18\x03 \x01(\t\"\x13\n\x11WatchToolsRequest\"h\n\x12WatchToolsResponse\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\x12\r\n\x05\x61\x64\x64\x65\x64\x18\x03 \x03(\t\x12\x0f\n\x07removed\x18\x04 \x03(\t\x12\x0f\n\x07\x63hanged\x18\x05 \x03(\t*w\n\x0cOutputFormat\x12\x1d\n\x19OUTPUT_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n\x12OUTPUT_FORMAT_JSON\x10\x01\x12\x18\n\x14OUTPUT_FORMAT_PRETTY\x10\x02\x12\x16\n\x12OUTPUT_FORMAT_TEXT\x10\x03*a\n\x0cOutputStream\x12\x1d\n\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n\x14OUTPUT_STREAM_STDERR\x10\x02\x32\xd9\x03\n\x0bToolService\x12J\n\tListTools\x12\x1d.toolhost.v1.ListToolsRequest\x1a\x1e.toolhost.v1.ListToolsResponse\x12\x44\n\x07GetTool\x12\x1b.toolhost.v1.GetToolRequest\x1a\x1c.toolhost.v1.GetToolResponse\x12G\n\x08\x43\x61llTool\x12\x1c.toolhost.v1.CallToolRequest\x1a\x1d.toolhost.v1.CallToolResponse\x12[\n\x0eStreamCallTool\x12\".toolhost.v1.StreamCallToolRequest\x1a#.toolhost.v1.StreamCallToolResponse0\x01\x12\x41\n\x06Reload\x12\x1a.toolhost.v1.ReloadRequest\x1a\x1b.toolhost.v1.ReloadResponse\x12O\n\nWatchTools\x12\x1e.toolhost.v1.WatchToolsRequest\x1a\x1f.toolhost.v1.WatchToolsResponse0\x01\x42\x44ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,8 +35,10 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolhost.v1.tool_service_pb
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1'
-  _globals['_OUTPUTSTREAM']._serialized_start=2032
-  _globals['_OUTPUTSTREAM']._serialized_end=2129
+  _globals['_OUTPUTFORMAT']._serialized_start=2190
+  _globals['_OUTPUTFORMAT']._serialized_end=2309
+  _globals['_OUTPUTSTREAM']._serialized_start=2311
+  _globals['_OUTPUTSTREAM']._serialized_end=2408
   _globals['_LISTTOOLSREQUEST']._serialized_start=135
   _globals['_LISTTOOLSREQUEST']._serialized_end=297
   _globals['_LISTTOOLSRESPONSE']._serialized_start=299
@@ -46,29 +48,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETTOOLRESPONSE']._serialized_start=488
   _globals['_GETTOOLRESPONSE']._serialized_end=558
   _globals['_CALLTOOLREQUEST']._serialized_start=561
-  _globals['_CALLTOOLREQUEST']._serialized_end=689
-  _globals['_STREAMCALLTOOLREQUEST']._serialized_start=692
-  _globals['_STREAMCALLTOOLREQUEST']._serialized_end=826
-  _globals['_STREAMCALLTOOLRESPONSE']._serialized_start=829
-  _globals['_STREAMCALLTOOLRESPONSE']._serialized_end=1002
-  _globals['_CALLPROGRESS']._serialized_start=1004
-  _globals['_CALLPROGRESS']._serialized_end=1083
-  _globals['_OUTPUTCHUNK']._serialized_start=1085
-  _globals['_OUTPUTCHUNK']._serialized_end=1155
-  _globals['_CALLTOOLRESPONSE']._serialized_start=1158
-  _globals['_CALLTOOLRESPONSE']._serialized_end=1556
-  _globals['_TOOLERROR']._serialized_start=1558
-  _globals['_TOOLERROR']._serialized_end=1600
-  _globals['_RELOADREQUEST']._serialized_start=1602
-  _globals['_RELOADREQUEST']._serialized_end=1617
-  _globals['_RELOADRESPONSE']._serialized_start=1620
-  _globals['_RELOADRESPONSE']._serialized_end=1843
-  _globals['_CATALOGERROR']._serialized_start=1845
-  _globals['_CATALOGERROR']._serialized_end=1903
-  _globals['_WATCHTOOLSREQUEST']._serialized_start=1905
-  _globals['_WATCHTOOLSREQUEST']._serialized_end=1924
-  _globals['_WATCHTOOLSRESPONSE']._serialized_start=1926
-  _globals['_WATCHTOOLSRESPONSE']._serialized_end=2030
-  _globals['_TOOLSERVICE']._serialized_start=2132
-  _globals['_TOOLSERVICE']._serialized_end=2605
+  _globals['_CALLTOOLREQUEST']._serialized_end=768
+  _globals['_STREAMCALLTOOLREQUEST']._serialized_start=771
+  _globals['_STREAMCALLTOOLREQUEST']._serialized_end=984
+  _globals['_STREAMCALLTOOLRESPONSE']._serialized_start=987
+  _globals['_STREAMCALLTOOLRESPONSE']._serialized_end=1160
+  _globals['_CALLPROGRESS']._serialized_start=1162
+  _globals['_CALLPROGRESS']._serialized_end=1241
+  _globals['_OUTPUTCHUNK']._serialized_start=1243
+  _globals['_OUTPUTCHUNK']._serialized_end=1313
+  _globals['_CALLTOOLRESPONSE']._serialized_start=1316
+  _globals['_CALLTOOLRESPONSE']._serialized_end=1714
+  _globals['_TOOLERROR']._serialized_start=1716
+  _globals['_TOOLERROR']._serialized_end=1758
+  _globals['_RELOADREQUEST']._serialized_start=1760
+  _globals['_RELOADREQUEST']._serialized_end=1775
+  _globals['_RELOADRESPONSE']._serialized_start=1778
+  _globals['_RELOADRESPONSE']._serialized_end=2001
+  _globals['_CATALOGERROR']._serialized_start=2003
+  _globals['_CATALOGERROR']._serialized_end=2061
+  _globals['_WATCHTOOLSREQUEST']._serialized_start=2063
+  _globals['_WATCHTOOLSREQUEST']._serialized_end=2082
+  _globals['_WATCHTOOLSRESPONSE']._serialized_start=2084
+  _globals['_WATCHTOOLSRESPONSE']._serialized_end=2188
+  _globals['_TOOLSERVICE']._serialized_start=2411
+  _globals['_TOOLSERVICE']._serialized_end=2884
 # @@protoc_insertion_point(module_scope)

@@ -12,11 +12,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class OutputFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTPUT_FORMAT_UNSPECIFIED: _ClassVar[OutputFormat]
+    OUTPUT_FORMAT_JSON: _ClassVar[OutputFormat]
+    OUTPUT_FORMAT_PRETTY: _ClassVar[OutputFormat]
+    OUTPUT_FORMAT_TEXT: _ClassVar[OutputFormat]
+
 class OutputStream(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     OUTPUT_STREAM_UNSPECIFIED: _ClassVar[OutputStream]
     OUTPUT_STREAM_STDOUT: _ClassVar[OutputStream]
     OUTPUT_STREAM_STDERR: _ClassVar[OutputStream]
+OUTPUT_FORMAT_UNSPECIFIED: OutputFormat
+OUTPUT_FORMAT_JSON: OutputFormat
+OUTPUT_FORMAT_PRETTY: OutputFormat
+OUTPUT_FORMAT_TEXT: OutputFormat
 OUTPUT_STREAM_UNSPECIFIED: OutputStream
 OUTPUT_STREAM_STDOUT: OutputStream
 OUTPUT_STREAM_STDERR: OutputStream
@@ -68,28 +79,36 @@ class GetToolResponse(_message.Message):
     def __init__(self, tool: _Optional[_Union[_tool_pb2.Tool, _Mapping]] = ..., generation: _Optional[int] = ...) -> None: ...
 
 class CallToolRequest(_message.Message):
-    __slots__ = ("name", "arguments", "arguments_json", "call_id")
+    __slots__ = ("name", "arguments", "arguments_json", "call_id", "output_format", "filter_empty_fields")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    FILTER_EMPTY_FIELDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     arguments: _struct_pb2.Struct
     arguments_json: str
     call_id: str
-    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., arguments_json: _Optional[str] = ..., call_id: _Optional[str] = ...) -> None: ...
+    output_format: OutputFormat
+    filter_empty_fields: bool
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., arguments_json: _Optional[str] = ..., call_id: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., filter_empty_fields: _Optional[bool] = ...) -> None: ...
 
 class StreamCallToolRequest(_message.Message):
-    __slots__ = ("name", "arguments", "arguments_json", "call_id")
+    __slots__ = ("name", "arguments", "arguments_json", "call_id", "output_format", "filter_empty_fields")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_JSON_FIELD_NUMBER: _ClassVar[int]
     CALL_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    FILTER_EMPTY_FIELDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     arguments: _struct_pb2.Struct
     arguments_json: str
     call_id: str
-    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., arguments_json: _Optional[str] = ..., call_id: _Optional[str] = ...) -> None: ...
+    output_format: OutputFormat
+    filter_empty_fields: bool
+    def __init__(self, name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., arguments_json: _Optional[str] = ..., call_id: _Optional[str] = ..., output_format: _Optional[_Union[OutputFormat, str]] = ..., filter_empty_fields: _Optional[bool] = ...) -> None: ...
 
 class StreamCallToolResponse(_message.Message):
     __slots__ = ("progress", "output", "result")

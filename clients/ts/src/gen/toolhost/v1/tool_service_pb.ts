@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolhost/v1/tool_service.proto.
  */
 export const file_toolhost_v1_tool_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch50b29saG9zdC92MS90b29sX3NlcnZpY2UucHJvdG8SC3Rvb2xob3N0LnYxIqIBChBMaXN0VG9vbHNSZXF1ZXN0EhAKCHBsYXRmb3JtGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEgwKBHRhZ3MYAyADKAkSEAoIcHJvdmlkZXIYBCABKAkSIwoEdmlldxgFIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3EhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJInYKEUxpc3RUb29sc1Jlc3BvbnNlEiAKBXRvb2xzGAEgAygLMhEudG9vbGhvc3QudjEuVG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgDIkMKDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkSIwoEdmlldxgCIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3IkYKD0dldFRvb2xSZXNwb25zZRIfCgR0b29sGAEgASgLMhEudG9vbGhvc3QudjEuVG9vbBISCgpnZW5lcmF0aW9uGAIgASgDIoABCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJQgYKBGFyZ3MihgEKFVN0cmVhbUNhbGxUb29sUmVxdWVzdBIMCgRuYW1lGAEgASgJEiwKCWFyZ3VtZW50cxgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3RIABIYCg5hcmd1bWVudHNfanNvbhgDIAEoCUgAEg8KB2NhbGxfaWQYBCABKAlCBgoEYXJncyKtAQoWU3RyZWFtQ2FsbFRvb2xSZXNwb25zZRItCghwcm9ncmVzcxgBIAEoCzIZLnRvb2xob3N0LnYxLkNhbGxQcm9ncmVzc0gAEioKBm91dHB1dBgCIAEoCzIYLnRvb2xob3N0LnYxLk91dHB1dENodW5rSAASLwoGcmVzdWx0GAMgASgLMh0udG9vbGhvc3QudjEuQ2FsbFRvb2xSZXNwb25zZUgAQgcKBWV2ZW50Ik8KDENhbGxQcm9ncmVzcxIQCghwcm9ncmVzcxgBIAEoARISCgV0b3RhbBgCIAEoAUgAiAEBEg8KB21lc3NhZ2UYAyABKAlCCAoGX3RvdGFsIkYKC091dHB1dENodW5rEikKBnN0cmVhbRgBIAEoDjIZLnRvb2xob3N0LnYxLk91dHB1dFN0cmVhbRIMCgRkYXRhGAIgASgMIo4DChBDYWxsVG9vbFJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSDAoEdG9vbBgCIAEoCRIPCgdjYWxsX2lkGAMgASgJEg4KBm91dHB1dBgEIAEoCRIOCgZzdGRlcnIYBSABKAkSMQoRc3RydWN0dXJlZF9vdXRwdXQYBiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJQoFZXJyb3IYByABKAsyFi50b29saG9zdC52MS5Ub29sRXJyb3ISEwoLZHVyYXRpb25fbXMYCCABKAESEAoIdHJhY2VfaWQYCSABKAkSLQoJdGltZXN0YW1wGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCglleGl0X2NvZGUYCyABKAVIAIgBARIRCgl0cnVuY2F0ZWQYDCABKAgSGwoTb3JpZ2luYWxfc2l6ZV9ieXRlcxgNIAEoAxIQCghyZWRhY3RlZBgOIAEoCBISCgpnZW5lcmF0aW9uGA8gASgDQgwKCl9leGl0X2NvZGUiKgoJVG9vbEVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSIPCg1SZWxvYWRSZXF1ZXN0It8BCg5SZWxvYWRSZXNwb25zZRIPCgdzdWNjZXNzGAEgASgIEg0KBWNvdW50GAIgASgFEg0KBXRvb2xzGAMgAygJEhgKEG1pc3NpbmdfcmVxdWlyZWQYBCADKAkSFAoMY2F0YWxvZ19kaXJzGAUgAygJEhIKCmdlbmVyYXRpb24YBiABKAMSKQoGZXJyb3JzGAcgAygLMhkudG9vbGhvc3QudjEuQ2F0YWxvZ0Vycm9yEg0KBWFkZGVkGAggAygJEg8KB3JlbW92ZWQYCSADKAkSDwoHY2hhbmdlZBgKIAMoCSI6CgxDYXRhbG9nRXJyb3ISDAoEZmlsZRgBIAEoCRIMCgRsaW5lGAIgASgFEg4KBnJlYXNvbhgDIAEoCSITChFXYXRjaFRvb2xzUmVxdWVzdCJoChJXYXRjaFRvb2xzUmVzcG9uc2USEgoKZ2VuZXJhdGlvbhgBIAEoAxINCgVjb3VudBgCIAEoBRINCgVhZGRlZBgDIAMoCRIPCgdyZW1vdmVkGAQgAygJEg8KB2NoYW5nZWQYBSADKAkqYQoMT3V0cHV0U3RyZWFtEh0KGU9VVFBVVF9TVFJFQU1fVU5TUEVDSUZJRUQQABIYChRPVVRQVVRfU1RSRUFNX1NURE9VVBABEhgKFE9VVFBVVF9TVFJFQU1fU1RERVJSEAIy2QMKC1Rvb2xTZXJ2aWNlEkoKCUxpc3RUb29scxIdLnRvb2xob3N0LnYxLkxpc3RUb29sc1JlcXVlc3QaHi50b29saG9zdC52MS5MaXN0VG9vbHNSZXNwb25zZRJECgdHZXRUb29sEhsudG9vbGhvc3QudjEuR2V0VG9vbFJlcXVlc3QaHC50b29saG9zdC52MS5HZXRUb29sUmVzcG9uc2USRwoIQ2FsbFRvb2wSHC50b29saG9zdC52MS5DYWxsVG9vbFJlcXVlc3QaHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlElsKDlN0cmVhbUNhbGxUb29sEiIudG9vbGhvc3QudjEuU3RyZWFtQ2FsbFRvb2xSZXF1ZXN0GiMudG9vbGhvc3QudjEuU3RyZWFtQ2FsbFRvb2xSZXNwb25zZTABEkEKBlJlbG9hZBIaLnRvb2xob3N0LnYxLlJlbG9hZFJlcXVlc3QaGy50b29saG9zdC52MS5SZWxvYWRSZXNwb25zZRJPCgpXYXRjaFRvb2xzEh4udG9vbGhvc3QudjEuV2F0Y2hUb29sc1JlcXVlc3QaHy50b29saG9zdC52MS5XYXRjaFRvb2xzUmVzcG9uc2UwAUJEWkJnaXRodWIuY29tL3Rvb2xob3N0L3Rvb2xob3N0L2NsaWVudHMvZ28vZ2VuL3Rvb2xob3N0L3YxO3Rvb2xob3N0djFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolhost_v1_tool]);
+  fileDesc("Ch50b29saG9zdC92MS90b29sX3NlcnZpY2UucHJvdG8SC3Rvb2xob3N0LnYxIqIBChBMaXN0VG9vbHNSZXF1ZXN0EhAKCHBsYXRmb3JtGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEgwKBHRhZ3MYAyADKAkSEAoIcHJvdmlkZXIYBCABKAkSIwoEdmlldxgFIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3EhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJInYKEUxpc3RUb29sc1Jlc3BvbnNlEiAKBXRvb2xzGAEgAygLMhEudG9vbGhvc3QudjEuVG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgDIkMKDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkSIwoEdmlldxgCIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3IkYKD0dldFRvb2xSZXNwb25zZRIfCgR0b29sGAEgASgLMhEudG9vbGhvc3QudjEuVG9vbBISCgpnZW5lcmF0aW9uGAIgASgDIs8BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzItUBChVTdHJlYW1DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzIq0BChZTdHJlYW1DYWxsVG9vbFJlc3BvbnNlEi0KCHByb2dyZXNzGAEgASgLMhkudG9vbGhvc3QudjEuQ2FsbFByb2dyZXNzSAASKgoGb3V0cHV0GAIgASgLMhgudG9vbGhvc3QudjEuT3V0cHV0Q2h1bmtIABIvCgZyZXN1bHQYAyABKAsyHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlSABCBwoFZXZlbnQiTwoMQ2FsbFByb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEhIKBXRvdGFsGAIgASgBSACIAQESDwoHbWVzc2FnZRgDIAEoCUIICgZfdG90YWwiRgoLT3V0cHV0Q2h1bmsSKQoGc3RyZWFtGAEgASgOMhkudG9vbGhvc3QudjEuT3V0cHV0U3RyZWFtEgwKBGRhdGEYAiABKAwijgMKEENhbGxUb29sUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIMCgR0b29sGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDgoGb3V0cHV0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIxChFzdHJ1Y3R1cmVkX291dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVlcnJvchgHIAEoCzIWLnRvb2xob3N0LnYxLlRvb2xFcnJvchITCgtkdXJhdGlvbl9tcxgIIAEoARIQCgh0cmFjZV9pZBgJIAEoCRItCgl0aW1lc3RhbXAYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWV4aXRfY29kZRgLIAEoBUgAiAEBEhEKCXRydW5jYXRlZBgMIAEoCBIbChNvcmlnaW5hbF9zaXplX2J5dGVzGA0gASgDEhAKCHJlZGFjdGVkGA4gASgIEhIKCmdlbmVyYXRpb24YDyABKANCDAoKX2V4aXRfY29kZSIqCglUb29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIg8KDVJlbG9hZFJlcXVlc3Qi3wEKDlJlbG9hZFJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSDQoFY291bnQYAiABKAUSDQoFdG9vbHMYAyADKAkSGAoQbWlzc2luZ19yZXF1aXJlZBgEIAMoCRIUCgxjYXRhbG9nX2RpcnMYBSADKAkSEgoKZ2VuZXJhdGlvbhgGIAEoAxIpCgZlcnJvcnMYByADKAsyGS50b29saG9zdC52MS5DYXRhbG9nRXJyb3ISDQoFYWRkZWQYCCADKAkSDwoHcmVtb3ZlZBgJIAMoCRIPCgdjaGFuZ2VkGAogAygJIjoKDENhdGFsb2dFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDgoGcmVhc29uGAMgASgJIhMKEVdhdGNoVG9vbHNSZXF1ZXN0ImgKEldhdGNoVG9vbHNSZXNwb25zZRISCgpnZW5lcmF0aW9uGAEgASgDEg0KBWNvdW50GAIgASgFEg0KBWFkZGVkGAMgAygJEg8KB3JlbW92ZWQYBCADKAkSDwoHY2hhbmdlZBgFIAMoCSp3CgxPdXRwdXRGb3JtYXQSHQoZT1VUUFVUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhYKEk9VVFBVVF9GT1JNQVRfSlNPThABEhgKFE9VVFBVVF9GT1JNQVRfUFJFVFRZEAISFgoST1VUUFVUX0ZPUk1BVF9URVhUEAMqYQoMT3V0cHV0U3RyZWFtEh0KGU9VVFBVVF9TVFJFQU1fVU5TUEVDSUZJRUQQABIYChRPVVRQVVRfU1RSRUFNX1NURE9VVBABEhgKFE9VVFBVVF9TVFJFQU1fU1RERVJSEAIy2QMKC1Rvb2xTZXJ2aWNlEkoKCUxpc3RUb29scxIdLnRvb2xob3N0LnYxLkxpc3RUb29sc1JlcXVlc3QaHi50b29saG9zdC52MS5MaXN0VG9vbHNSZXNwb25zZRJECgdHZXRUb29sEhsudG9vbGhvc3QudjEuR2V0VG9vbFJlcXVlc3QaHC50b29saG9zdC52MS5HZXRUb29sUmVzcG9uc2USRwoIQ2FsbFRvb2wSHC50b29saG9zdC52MS5DYWxsVG9vbFJlcXVlc3QaHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlElsKDlN0cmVhbUNhbGxUb29sEiIudG9vbGhvc3QudjEuU3RyZWFtQ2FsbFRvb2xSZXF1ZXN0GiMudG9vbGhvc3QudjEuU3RyZWFtQ2FsbFRvb2xSZXNwb25zZTABEkEKBlJlbG9hZBIaLnRvb2xob3N0LnYxLlJlbG9hZFJlcXVlc3QaGy50b29saG9zdC52MS5SZWxvYWRSZXNwb25zZRJPCgpXYXRjaFRvb2xzEh4udG9vbGhvc3QudjEuV2F0Y2hUb29sc1JlcXVlc3QaHy50b29saG9zdC52MS5XYXRjaFRvb2xzUmVzcG9uc2UwAUJEWkJnaXRodWIuY29tL3Rvb2xob3N0L3Rvb2xob3N0L2NsaWVudHMvZ28vZ2VuL3Rvb2xob3N0L3YxO3Rvb2xob3N0djFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolhost_v1_tool]);
 
 /**
  * The filter and page of a ListTools call. Every filter that is set must match.
@@ -224,6 +224,22 @@ export type CallToolRequest = Message<"toolhost.v1.CallToolRequest"> & {
    * @generated from field: string call_id = 4;
    */
   callId: string;
+
+  /**
+   * How to write the response's `output`; UNSPECIFIED keeps the tool's own text. A value this server does not
+   * know is INVALID_ARGUMENT. `structured_output` is the data itself whatever the format.
+   *
+   * @generated from field: toolhost.v1.OutputFormat output_format = 5;
+   */
+  outputFormat: OutputFormat;
+
+  /**
+   * Drop null and empty ("", [], {}) object fields, at every depth, from `structured_output` and from an
+   * `output` rendered from it (JSON or PRETTY); the tool's own text is left as it is. List elements are kept.
+   *
+   * @generated from field: bool filter_empty_fields = 6;
+   */
+  filterEmptyFields: boolean;
 };
 
 /**
@@ -275,6 +291,20 @@ export type StreamCallToolRequest = Message<"toolhost.v1.StreamCallToolRequest">
    * @generated from field: string call_id = 4;
    */
   callId: string;
+
+  /**
+   * How to write the result's `output`, as in CallToolRequest; the streamed output chunks stay the tool's text.
+   *
+   * @generated from field: toolhost.v1.OutputFormat output_format = 5;
+   */
+  outputFormat: OutputFormat;
+
+  /**
+   * Drop null and empty fields from the result's structured output and rendered output, as in CallToolRequest.
+   *
+   * @generated from field: bool filter_empty_fields = 6;
+   */
+  filterEmptyFields: boolean;
 };
 
 /**
@@ -755,6 +785,51 @@ export const WatchToolsResponseSchema: GenMessage<WatchToolsResponse> = /*@__PUR
   messageDesc(file_toolhost_v1_tool_service, 15);
 
 /**
+ * How CallToolResponse.output is written. A format renders the tool's structured output after the server has
+ * redacted it (so a rendering holds nothing `structured_output` does not), and the size limit then applies to
+ * the rendered text (`truncated` says when it was cut). A tool without structured output returns its own text
+ * unchanged in every format. The output chunks of StreamCallTool are the tool's text as written; the format
+ * applies to the `result`.
+ *
+ * @generated from enum toolhost.v1.OutputFormat
+ */
+export enum OutputFormat {
+  /**
+   * The tool's default: its own text, as before this field existed.
+   *
+   * @generated from enum value: OUTPUT_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The structured output as compact JSON (no spaces, keys sorted), one line.
+   *
+   * @generated from enum value: OUTPUT_FORMAT_JSON = 1;
+   */
+  JSON = 1,
+
+  /**
+   * The structured output as JSON indented by two spaces, keys sorted, for a person or a model to read.
+   *
+   * @generated from enum value: OUTPUT_FORMAT_PRETTY = 2;
+   */
+  PRETTY = 2,
+
+  /**
+   * The tool's own text, even where the tool's default may one day be another format.
+   *
+   * @generated from enum value: OUTPUT_FORMAT_TEXT = 3;
+   */
+  TEXT = 3,
+}
+
+/**
+ * Describes the enum toolhost.v1.OutputFormat.
+ */
+export const OutputFormatSchema: GenEnum<OutputFormat> = /*@__PURE__*/
+  enumDesc(file_toolhost_v1_tool_service, 0);
+
+/**
  * Which output stream of a process a chunk comes from.
  *
  * @generated from enum toolhost.v1.OutputStream
@@ -786,7 +861,7 @@ export enum OutputStream {
  * Describes the enum toolhost.v1.OutputStream.
  */
 export const OutputStreamSchema: GenEnum<OutputStream> = /*@__PURE__*/
-  enumDesc(file_toolhost_v1_tool_service, 0);
+  enumDesc(file_toolhost_v1_tool_service, 1);
 
 /**
  * ToolService hosts tools for AI agents and programs.
