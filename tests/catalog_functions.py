@@ -27,6 +27,12 @@ def blocking_sleep(seconds: float) -> str:
     return "slept"
 
 
+def lone_surrogates() -> ToolOutput:
+    """Text and structured output holding lone surrogates, as bytes decoded with errors="surrogateescape" give."""
+    broken = "name-\udcff-\ud800"
+    return ToolOutput(text=f"file {broken}", structured={"names": [broken], broken: 1})
+
+
 def describe(**arguments: Any) -> dict[str, Any]:
     """Each argument's value and Python type, to see exactly what a tool receives."""
     return {name: {"value": value, "type": type(value).__name__} for name, value in arguments.items()}

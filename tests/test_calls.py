@@ -9,6 +9,7 @@ import time
 import grpc
 import pytest
 from google.protobuf import struct_pb2
+from google.protobuf.json_format import MessageToDict
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
@@ -252,3 +253,16 @@ async def test_blocking_tools_have_their_own_bounded_threads(start_server, tmp_p
                     raise
                 await asyncio.sleep(0.1)
     assert response.success and response.output == "slept"
+
+
+async def test_lone_surrogates_in_a_python_tools_output_arrive_as_replacement_characters(start_server, tmp_path):
+    """A file name decoded with surrogateescape holds lone surrogates, which no response can carry: they become
+    U+FFFD in the text and in the structured output (keys too), instead of failing the call as INTERNAL."""
+    write_tool(tmp_path, "broken", 'name: broken\ndescription: Returns lone surrogates.\n'
+               'runner: {type: python, entrypoint: "catalog_functions:lone_surrogates"}\n')
+    server = await start_server(catalog_dirs=[tmp_path])
+    response = await call(server, "broken")
+    assert response.success, response.error
+    shown = "name-\ufffd\ufffd\ufffd-\ufffd\ufffd\ufffd"
+    assert response.output == f"file {shown}"
+    assert MessageToDict(response.structured_output) == {"names": [shown], shown: 1}

@@ -161,14 +161,24 @@ def _failed(exc: ToolRaisedFailure) -> RunOutcome:
 
 def _capped(outcome: RunOutcome, limit: int) -> RunOutcome:
     """The text output cut at `limit` bytes like a process's stdout; a structured output that large is refused
-    (cut, it would no longer be the value the tool returned)."""
+    (cut, it would no longer be the value the tool returned). Lone surrogates (what decoding a file name's bytes
+    with errors="surrogateescape" leaves) become U+FFFD: a response cannot carry them."""
     if outcome.structured is not None:
-        size = len(json.dumps(outcome.structured, ensure_ascii=False).encode("utf-8"))
+        text = json.dumps(outcome.structured, ensure_ascii=False)
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            outcome = dataclasses.replace(outcome, structured=_valid_unicode(outcome.structured))
+            size = len(json.dumps(outcome.structured, ensure_ascii=False).encode("utf-8"))
         if size > limit:
             return RunOutcome(failure=ToolFailure("INVALID_OUTPUT", (
                 f"the tool returned {size} bytes of structured output, more than its limit of {limit} "
                 "(max_output_bytes)")))
-    data = outcome.output.encode("utf-8", errors="surrogatepass")
+    try:
+        data = outcome.output.encode("utf-8")
+    except UnicodeEncodeError:
+        outcome = dataclasses.replace(outcome, output=_valid_unicode(outcome.output))
+        data = outcome.output.encode("utf-8")
     if len(data) <= limit:
         return outcome
     # A character cut in two at the limit is dropped, as for a process.
@@ -176,6 +186,17 @@ def _capped(outcome: RunOutcome, limit: int) -> RunOutcome:
     return RunOutcome(output=kept, structured=outcome.structured, failure=outcome.failure, truncated=True,
                       original_size_bytes=len(data), cut_streams=frozenset({"stdout"}),
                       exit_code=outcome.exit_code)
+
+
+def _valid_unicode(value: Any) -> Any:
+    """`value` with every lone surrogate in its strings (object keys included) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, list):
+        return [_valid_unicode(item) for item in value]
+    if isinstance(value, dict):
+        return {_valid_unicode(key): _valid_unicode(item) for key, item in value.items()}
+    return value
 
 
 def _check_takes_credentials(entrypoint: str, function: Callable[..., Any]) -> None:
