@@ -26,6 +26,7 @@ TITLES = {
     "mcp_compare": "toolhost against the MCP Python SDK",
     "catalog_scale": "The catalog at scale",
     "local_costs": "Process runner, log reader, redaction",
+    "workspace_tools": "Workspace tools: grep, glob, read",
 }
 
 

@@ -123,7 +123,7 @@ async def run_ripgrep(program: str, query: RipgrepQuery, *, cwd: str, target: st
                       before_exec: Callable[[], None] | None = None) -> RipgrepResult:
     """Search `target` (as rg is to be given it, from `cwd`) for `query`; `shown_as` turns a path rg reports into
     the path shown to the caller; `pass_fds` are inherited by rg (a file it is to read as /proc/self/fd/N);
-    `before_exec` runs in the child (a ReadConfinement's restrict_self). Raises RipgrepRefused or RipgrepFailed;
+    `before_exec` runs in the child (a LandlockRuleset's restrict_self). Raises RipgrepRefused or RipgrepFailed;
     rg is stopped on every way out, cancellation included."""
     with spawning():
         process = await asyncio.create_subprocess_exec(
