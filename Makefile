@@ -67,9 +67,10 @@ os-packages-test os-packages-bench:
 # Loopback opened for the network tools, so that the README's `tcp_port_check host=127.0.0.1` works; a
 # TOOLHOST_EGRESS_OPEN of your own (even an empty one) is kept. The file tools get a `default` workspace in the
 # data dir (the rule of Config.effective_data_dir), made first because a workspace must exist when the settings
-# are read; a TOOLHOST_WORKSPACES of your own (an empty one turns them off) is kept.
+# are read; the file search tools index the same directory. A TOOLHOST_WORKSPACES or TOOLHOST_SEARCH_ROOTS of your
+# own (an empty one turns those tools off) is kept.
 run: venv
-	data="$${TOOLHOST_DATA_DIR:-$${XDG_DATA_HOME:-$$HOME/.local/share}/toolhost}"; (umask 077 && mkdir -p "$$data/workspace") && TOOLHOST_WORKSPACES="$${TOOLHOST_WORKSPACES-default=$$data/workspace}" TOOLHOST_EGRESS_OPEN="$${TOOLHOST_EGRESS_OPEN-127.0.0.0/8,::1/128}" exec $(BIN)/toolhost serve
+	data="$${TOOLHOST_DATA_DIR:-$${XDG_DATA_HOME:-$$HOME/.local/share}/toolhost}"; (umask 077 && mkdir -p "$$data/workspace") && TOOLHOST_WORKSPACES="$${TOOLHOST_WORKSPACES-default=$$data/workspace}" TOOLHOST_SEARCH_ROOTS="$${TOOLHOST_SEARCH_ROOTS-$$data/workspace}" TOOLHOST_EGRESS_OPEN="$${TOOLHOST_EGRESS_OPEN-127.0.0.0/8,::1/128}" exec $(BIN)/toolhost serve
 
 test: os-packages-test venv tools
 	PATH="$(TOOLS_BIN):$$PATH" $(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,4 +1,5 @@
-"""Where the workspace tools are served: `make run` serves them in a `default` workspace under the data dir, and
+"""Where the workspace tools are served: `make run` serves them in a `default` workspace under the data dir (and
+the file search tools over it), and
 a CLI provider (Claude Code, Codex: they have file tools of their own) is not offered the `file_ops` tools nor
 their aliases, while an API provider is offered everything."""
 
@@ -23,16 +24,21 @@ AGENT = {"search_and_replace", "todo", "attempt_completion"}
 
 @pytest.mark.server
 async def test_make_run_serves_a_default_workspace_in_the_data_dir(tmp_path):
+    (tmp_path / "workspace").mkdir(mode=0o700)
+    (tmp_path / "workspace" / "plan.txt").write_text("written ahead of the start\n")
     async with make_run(tmp_path) as server:
         stub = SimpleNamespace(stub=tool_service_pb2_grpc.ToolServiceStub(server.channel))
         listed = await call(stub, "list_workspaces")
         written = await call(stub, "write", path="hello.txt", content="hello\n")
         read = await call(stub, "read", path="hello.txt")
+        found = await call(stub, "search", query="ahead", scope=str(tmp_path / "workspace"))
     assert listed.success, listed.error.message
     assert [w["name"] for w in MessageToDict(listed.structured_output)["workspaces"]] == ["default"]
     assert written.success and read.success, (written.error.message, read.error.message)
     assert (tmp_path / "workspace" / "hello.txt").read_text() == "hello\n"
-    assert (tmp_path / "workspace").stat().st_mode & 0o077 == 0  # the data dir's privacy: 0700, as the store's
+    # The file search tools index the same directory (found by a walk until the first build is done).
+    assert found.success, found.error.message
+    assert [hit["name"] for hit in MessageToDict(found.structured_output)["results"]] == ["plan.txt"]
 
 
 def listed_names(output: str) -> set[str]:

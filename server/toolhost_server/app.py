@@ -30,6 +30,8 @@ from .runners import RunnerSettings
 from .runners.process_launch import run_command
 from .runners.remote import RemoteCaller
 from .sanitize import LearningRedactor, Redactor
+from .search.metrics import SearchIndexCollector
+from .search.service import SearchService
 from .telemetry import Tracing
 from .telemetry.metrics import ToolhostMetrics
 from .tools.base import ToolServices
@@ -61,6 +63,8 @@ class Toolhost:
         self.logs = ServerLogs(config, self.redactor)
         # The todo tool's lists; a database_url that cannot work stops the start (StoreUnavailableError).
         self.todos = _todo_table(config)
+        # The index of the search roots, built in the background from start(); None without roots.
+        self.search = SearchService.from_config(config, self.redactor)
         self.runner_settings = RunnerSettings(
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
@@ -76,7 +80,8 @@ class Toolhost:
                 todos=self.todos,
                 # How bash starts its commands: as process tools start theirs.
                 run_process=lambda command, events: run_command(command, self.runner_settings, events),
-                process_identity=config.process_identity()),
+                process_identity=config.process_identity(),
+                search=self.search),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
@@ -110,6 +115,8 @@ class Toolhost:
             self.metrics.observe_export_queue(self.tracing.export_queue.stats)
         ring = self.logs.ring
         self.metrics.observe_log_ring(lambda: ring.held_bytes)
+        if self.search is not None:
+            self.metrics.registry.register(SearchIndexCollector(self.search.status))
 
     async def start(self) -> ReloadReport:
         if self.config.audit_database or self.config.log_database:
@@ -126,6 +133,8 @@ class Toolhost:
         # Every configured value is hidden from the start, not only once a call resolves it: a log file, or another
         # replica's log rows, may hold one before any tool here has used it.
         self.redactor.learn(await self.credentials.configured_values())
+        if self.search is not None:  # after learning them: the index holds text redacted with every value
+            await self.search.start()
         for reason, names in unserved_builtins(self.runner_settings.tool_services or ToolServices()).items():
             logger.info("not serving %s: %s", ", ".join(names), reason)
         report = await self.reloader.reload("start")
@@ -159,6 +168,8 @@ class Toolhost:
 
     async def close(self) -> None:
         self.registry.close()
+        if self.search is not None:
+            await self.search.close()
         await self.audit.close()
         self.credentials.close()
         self.todos.store.close()

@@ -22,6 +22,9 @@ from .workspaces.workspace import DEFAULT_MAX_FILE_BYTES, WORKSPACE_NAME_PATTERN
 logger = logging.getLogger("toolhost.config")
 
 BUNDLED_CATALOG = Path(__file__).parent / "catalog" / "examples"
+# Never indexed nor walked by the search index: version control, dependencies, and files that hold secrets.
+DEFAULT_SEARCH_EXCLUDE = (".git", "node_modules", ".env*", "*.pem", "*.key", "id_*", ".ssh/", ".aws/", ".netrc",
+                          "*.kdbx")
 
 
 class ConfigError(Exception):
@@ -88,6 +91,11 @@ class Config:
     insecure: bool = False
     # Empty: the file tools are not served. The first is the tools' default workspace.
     workspaces: tuple[Workspace, ...] = ()
+    # Empty: the file search tools are not served.
+    search_roots: tuple[str, ...] = ()
+    search_exclude: tuple[str, ...] = DEFAULT_SEARCH_EXCLUDE
+    search_index_max_text_bytes: int = 1024 * 1024
+    search_rescan_seconds: float = 300.0
 
     def process_identity(self) -> tuple[int, int] | None:
         """The (uid, gid) process tools run as, or None for the server's own user.
@@ -269,6 +277,28 @@ def _workspace(item: Any) -> Workspace:
         raise ValueError(f"{name!r}: {exc}") from None
 
 
+def _search_roots(value: Any) -> tuple[str, ...]:
+    """Existing absolute directories (colon-separated in the environment), none inside another: a typo should
+    stop the server, and a file must belong to one root."""
+    roots: list[str] = []
+    for item in _list(":")(value):
+        path = _path(item)
+        if not os.path.isabs(path):
+            raise ValueError(f"{path!r} must be an absolute directory (or start with ~)")
+        if not os.path.isdir(path):
+            raise ValueError(f"{path!r} is not an existing directory; create it first")
+        path = os.path.normpath(path)
+        for other in roots:
+            if _inside(path, other) or _inside(other, path):
+                raise ValueError(f"{path!r} and {other!r} overlap; give only the outer directory")
+        roots.append(path)
+    return tuple(roots)
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
 def _log_level(value: Any) -> str:
     level = str(value).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -356,6 +386,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("workspaces", "directories the file tools may use, as name=path (repeatable; colon-separated in the "
             "environment; in the config file a list of {name, path, read_only, allow_bash, max_file_bytes, "
             "owner}); the first is the default; none: no file tools", _workspaces),
+    Setting("search_roots", "directories the file search tools (search, get_metadata, search_by_kind, "
+            "recent_files) index and answer about (colon-separated; a list in the config file); each an "
+            "existing absolute directory, none inside another; none: no file search tools", _search_roots),
+    Setting("search_exclude", "names the search index never walks nor holds, as fnmatch patterns on one name "
+            "(comma-separated; a trailing / matches directories only); default .git, node_modules, .env*, *.pem, "
+            "*.key, id_*, .ssh/, .aws/, .netrc, *.kdbx", _list(",")),
+    Setting("search_index_max_text_bytes", "bytes of each text file's content the search index holds (redacted); "
+            "the rest of a larger file is not searchable", _positive(int)),
+    Setting("search_rescan_seconds", "walk every search root again this often, besides following changes with "
+            "inotify (what the watcher missed, or everything when inotify's watches ran out)", _positive(float)),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 

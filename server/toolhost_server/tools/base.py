@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..logs.inspector import LogInspector
     from ..runners.base import RunOutcome
     from ..runners.process_launch import ChildCommand
+    from ..search.service import SearchService
     from ..store.todo_table import TodoTable
     from ..workspaces.workspace_set import WorkspaceSet
 
@@ -38,6 +39,8 @@ class ToolServices:
     run_process: Callable[[ChildCommand, CallEvents | None], Awaitable[RunOutcome]] | None = None
     # The (uid, gid) process tools run as (Config.process_user); None: the server's own user.
     process_identity: tuple[int, int] | None = None
+    # The index of the search roots (Config.search_roots): the file search tools' data; None without roots.
+    search: SearchService | None = None
 
 
 NO_SERVICES = ToolServices()
