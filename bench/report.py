@@ -27,6 +27,7 @@ TITLES = {
     "catalog_scale": "The catalog at scale",
     "local_costs": "Process runner, log reader, redaction",
     "workspace_tools": "Workspace tools: grep, glob, read",
+    "file_search": "File search index: build, search, recent_files, new files",
 }
 
 
@@ -43,7 +44,12 @@ def _spread(spread: dict[str, Any]) -> str:
 
 
 def _ratio(spread: dict[str, Any]) -> str:
-    return f"{spread['median']:.2f}× ({spread['low']:.2f}–{spread['high']:.2f})"
+    return f"{_times(spread['median'])}× ({_times(spread['low'])}–{_times(spread['high'])})"
+
+
+def _times(value: float) -> str:
+    # Two decimals, but two significant digits below 0.01, where two decimals would show 0.00.
+    return f"{value:.2f}" if value == 0 or abs(value) >= 0.01 else f"{value:.2g}"
 
 
 def figure_row(figure: dict[str, Any]) -> str:

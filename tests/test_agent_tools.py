@@ -14,11 +14,12 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.json_format import MessageToDict
-from sqlalchemy import URL, insert, select
+from sqlalchemy import URL, insert, select, update
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.store.database import Store
 from toolhost_server.store.engine import create_store_engine, sqlite_file_url
+from toolhost_server.store.migrations import schema_version
 from toolhost_server.store.schema import audit_records, todos
 from toolhost_server.tools.agent_tools import MAX_TODO_CONTENT_CHARS, MAX_TODO_ITEMS, MAX_TODO_LISTS
 
@@ -163,7 +164,7 @@ def fill(data_dir: Path, owner: str, sessions: Sequence[str], items: int) -> Non
 
 async def test_a_full_list_is_todo_list_full_until_it_is_cleared(start_server, tmp_path: Path):
     server = await start_server(data_dir=str(tmp_path / "data"))
-    fill(tmp_path / "data", "anonymous", ["default"], MAX_TODO_ITEMS - 1)
+    fill(tmp_path / "data", "anonymous:anonymous", ["default"], MAX_TODO_ITEMS - 1)
     assert (await todo(server.stub, action="add", content="the last one"))["item"]["id"] == MAX_TODO_ITEMS
     code, message = await todo_failure(server.stub, action="add", content="one too many")
     assert code == "TODO_LIST_FULL" and f"already holds {MAX_TODO_ITEMS} items" in message
@@ -174,7 +175,7 @@ async def test_a_full_list_is_todo_list_full_until_it_is_cleared(start_server, t
 
 async def test_a_caller_with_the_most_lists_cannot_start_another(start_server, tmp_path: Path):
     server = await start_server(data_dir=str(tmp_path / "data"))
-    fill(tmp_path / "data", "anonymous", [f"session {n}" for n in range(MAX_TODO_LISTS)], 1)
+    fill(tmp_path / "data", "anonymous:anonymous", [f"session {n}" for n in range(MAX_TODO_LISTS)], 1)
     code, message = await todo_failure(server.stub, action="add", session="one more", content="x")
     assert code == "TODO_TOO_MANY_LISTS" and f"already have {MAX_TODO_LISTS} todo lists" in message
     # A list it already has still grows; once one is cleared, a new one may start.
@@ -209,6 +210,34 @@ async def test_no_caller_sees_or_changes_another_identitys_lists(start_server, d
 
 
 @pytest.mark.server
+async def test_lists_kept_under_a_bare_name_before_schema_6_reach_no_caller(
+        start_server, database: URL, tmp_path: Path):
+    """Before version 6 the owner was the bare name: a row of a caller named "token:alice" would read as the token
+    alice's list now. Migration 6 removes such rows, since which method wrote them is not known."""
+    alice, _ = two_callers_auth_file(tmp_path / "auth.yaml")
+    store = Store(database)  # created at the latest version, then set back to version 5 with a row of then
+    try:
+        with store.begin() as connection:
+            # A new database has one version row, its own: version 5 now, as a database that reached 5 would be.
+            connection.execute(update(schema_version).where(schema_version.c.version == 6).values(version=5))
+            now = datetime.now(UTC)
+            connection.execute(insert(todos), [
+                {"owner": owner, "session": "default", "id": 1, "content": f"kept by the caller named {owner}",
+                 "status": "pending", "created_at": now, "updated_at": now} for owner in ("token:alice", "alice")])
+    finally:
+        store.close()
+    server = await start_server(auth_file=tmp_path / "auth.yaml", **store_settings(database, tmp_path))
+    assert contents(await todo(server.stub, alice, action="list")) == []
+    await todo(server.stub, alice, action="add", content="alice's own")
+    engine = create_store_engine(database)
+    try:
+        with engine.begin() as connection:
+            assert connection.execute(select(todos.c.owner, todos.c.content)).all() == [("token:alice", "alice's own")]
+            assert connection.execute(select(schema_version.c.version).where(schema_version.c.version == 6)).all()
+    finally:
+        engine.dispose()
+
+
 async def test_a_list_survives_a_killed_server(database: URL, tmp_path: Path):
     # Killed at once after the answer (SIGKILL: nothing is flushed on the way out): the change was committed
     # before the call answered, so the next server on the same database lists it.

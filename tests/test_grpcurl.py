@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolhost.v1 import log_service_pb2, tool_service_pb2
+from toolhost.v1 import log_service_pb2, tool_service_pb2, user_tool_service_pb2
 
 from helpers.paths import tool_binary
 from helpers.servers import ServerProcess
@@ -115,21 +115,40 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 DOCUMENTED_ADDRESS = "127.0.0.1:50051"
 
 
-def documented_commands() -> list[str]:
-    """The grpcurl and grpc-health-probe lines of the README's "Try it" block, continuation lines joined."""
-    block = README.read_text().split("grpcurl needs no proto files", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+# The sentence before the README's user-tool walk-through, whose commands run in order against one server.
+WALK_THROUGH = "against a fresh `toolhost serve`, in this order"
+
+
+def _commands_after(marker: str) -> list[str]:
+    """The grpcurl and grpc-health-probe lines of the README's first sh block after `marker`, continuation lines
+    joined."""
+    text = README.read_text()
+    assert marker in text, f"README.md lost the sentence {marker!r} that introduces its commands"
+    block = text.split(marker, 1)[1].split("```sh", 1)[1].split("```", 1)[0]
     lines = block.replace("\\\n", " ").splitlines()
     return [line.strip() for line in lines if line.strip().startswith(("grpcurl ", "grpc-health-probe "))]
 
 
+def documented_commands() -> list[str]:
+    """The commands of the README's "Try it" block: each runs on its own."""
+    return _commands_after("grpcurl needs no proto files")
+
+
+def walk_through_commands() -> list[str]:
+    """The commands of the README's user-tool walk-through: each needs the ones before it."""
+    return _commands_after(WALK_THROUGH)
+
+
 def test_the_readme_documents_every_rpc_and_both_health_checks():
-    commands = "\n".join(documented_commands())
+    commands = "\n".join(documented_commands() + walk_through_commands())
     services = [tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"],
-                log_service_pb2.DESCRIPTOR.services_by_name["LogService"]]
+                log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
+                user_tool_service_pb2.DESCRIPTOR.services_by_name["UserToolService"]]
     for service in services:
         for method in service.methods:
             assert f"{service.full_name}/{method.name}" in commands, f"no grpcurl command for {method.name}"
-    probes = [c.split("#")[0].split() for c in documented_commands() if c.startswith("grpc-health-probe")]
+    probes = [c.split("#")[0].split() for c in documented_commands() + walk_through_commands()
+              if c.startswith("grpc-health-probe")]
     assert ["grpc-health-probe", "-addr", DOCUMENTED_ADDRESS] in probes  # overall
     for service in services:  # and per service
         assert ["grpc-health-probe", "-addr", DOCUMENTED_ADDRESS, "-service", service.full_name] in probes
@@ -145,6 +164,19 @@ async def test_each_documented_command_runs_as_written(command):
     await server.start()
     try:
         await run_documented(command, server.target)
+    finally:
+        await server.stop()
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_the_user_tool_walk_through_runs_as_written():
+    # In order, on one fresh `toolhost serve`: create, call, update, list the versions, restore, ... delete.
+    server = ServerProcess()
+    await server.start()
+    try:
+        for command in walk_through_commands():
+            await run_documented(command, server.target)
     finally:
         await server.stop()
 

@@ -4,8 +4,10 @@ tests/security/test_security_workspace_paths.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
+import resource
 import shutil
 import stat
 import tempfile
@@ -212,3 +214,71 @@ class _Refused:
 
     def trailing_metadata(self) -> object:
         return self._status.trailing_metadata
+
+
+# depth, descriptors and what a failed walk leaves (issue 18 review: M3, L1, L4)
+
+
+def test_a_deep_path_costs_a_bounded_number_of_descriptors(root):
+    # 120 directories deep, walked down and back up past every directory it held, in a child that may open only
+    # 40 descriptors more than it has: a descriptor per component would exhaust them.
+    deep = root / "/".join(["d"] * 120)
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("deep\n")
+    (root / "d" / "g.txt").write_text("shallow\n")
+    down = "/".join(["d"] * 120)
+    paths = [f"{down}/f.txt", f"{down}/" + "../" * 119 + "g.txt"]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports by its exit status
+        code = 1
+        try:
+            limit = max(int(fd) for fd in os.listdir("/proc/self/fd")) + 40
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+            found = [read_all(PathSanitizer(root), path) for path in paths]
+            code = 0 if found == [(f"{down}/f.txt", b"deep\n"), ("d/g.txt", b"shallow\n")] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_walk_that_fails_removes_the_directories_it_made(root):
+    sanitizer = PathSanitizer(root)
+    before = sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+    for path in ("made/deeper/../../top.txt/x/f.txt", "made/../top.txt/sub/f.txt"):
+        with pytest.raises(FileStateError) as caught:
+            sanitizer.open_parent(path, create_parents=True)
+        assert caught.value.code == "NOT_A_DIRECTORY"
+    assert sorted(str(path.relative_to(root)) for path in root.rglob("*")) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving directories away needs root")
+def test_a_made_directory_swapped_for_a_hard_link_is_never_given_away(root, monkeypatch):
+    # What a user with write access to the parent can do between mkdir and chown: rename the new directory and
+    # put a hard link to someone else's file in its place. Made to happen every time by running it after mkdir.
+    victim = root / "victim.txt"
+    victim.write_text("root's\n")
+    real_mkdir = os.mkdir
+
+    def mkdir_then_swap(name: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        real_mkdir(name, mode, dir_fd=dir_fd)
+        os.rename(name, f"{name}.moved", src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        os.link(victim, name, dst_dir_fd=dir_fd)
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_swap)
+    nobody = pwd.getpwnam("nobody")
+    with contextlib.suppress(FileStateError, UnsafePathError):
+        PathSanitizer(root).open_parent("new/f.txt", create_parents=True,
+                                        owner=(nobody.pw_uid, nobody.pw_gid)).close()
+    assert victim.stat().st_uid == 0
+
+
+@pytest.mark.parametrize(("path", "kind", "hint"), [
+    ("nope.txt", "file", "ls"), ("src/nope/x", "any", "ls"), ("src", "file", "ls"), ("top.txt", "directory", "read"),
+    ("top.txt/x", "any", "ls"),
+])
+def test_file_state_messages_say_how_to_go_on(root, path, kind, hint):
+    with pytest.raises(FileStateError) as caught:
+        PathSanitizer(root).open(path, kind=kind)
+    assert f"; {hint}" in caught.value.message or f", {hint}" in caught.value.message or \
+        f" {hint} " in caught.value.message, caught.value.message

@@ -410,7 +410,7 @@ async def test_list_workspaces_shows_names_and_rights_but_not_host_paths(start_s
         (tmp_path / name).mkdir()
     workspaces = (Workspace("main", str(tmp_path / "main")),
                   Workspace("docs", str(tmp_path / "docs"), read_only=True, max_file_bytes=MiB),
-                  Workspace("shell", str(tmp_path / "shell"), allow_bash=True))
+                  Workspace("shell", str(tmp_path / "shell"), allow_bash=True, bash_as_server_user=True))
     server = await start_server(workspaces=workspaces)
     text, data = await read(server, "list_workspaces")
     assert data == {"workspaces": [
@@ -426,3 +426,16 @@ async def test_list_workspaces_shows_names_and_rights_but_not_host_paths(start_s
     exposed = await start_server(workspaces=workspaces, grpc_address="0.0.0.0:0", insecure=True)
     _, data = await read(exposed, "list_workspaces")
     assert [w["bash"] for w in data["workspaces"]] == [False, False, False]
+
+
+async def test_read_keeps_under_the_servers_max_output_bytes_when_it_is_lower_than_reads_own(start_server, root):
+    # Issue 18 review L2: read's own 256 KiB bound used to replace the operator's setting.
+    (root / "big.txt").write_text("".join(f"{n:>7} {'x' * 90}\n" for n in range(20_000)))
+    server = await start_server(workspaces=(Workspace("w", str(root)),), max_output_bytes=64 * 1024)
+    response = await call(server, "read", path="big.txt", limit=100_000)
+    assert response.success, response.error.message
+    result = _structured(response)
+    assert len(response.output.encode()) <= 64 * 1024
+    assert len(json.dumps(result, ensure_ascii=False).encode()) <= 64 * 1024
+    assert result["next_offset"] == len(result["lines"]) + 1 and "[stopped at the output limit of 65536" in \
+        response.output

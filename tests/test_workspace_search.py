@@ -5,6 +5,7 @@ tests/security/test_security_workspace_search.py."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -330,3 +331,52 @@ def test_equally_new_files_come_in_path_order_and_the_limit_keeps_the_first(tmp_
     finally:
         os.close(fd)
     assert found_now.paths == ["z.txt", "a.txt", "b.txt", "c.txt"] and found_now.matched == 6
+
+
+# output bounded in bytes, and grep's glob from the root (issue 18 review: M4, L5)
+
+
+@pytest.mark.parametrize("line", ["é" * 1999, "\x01" * 1999])
+async def test_grep_content_that_escapes_to_more_bytes_than_characters_fits_the_output_limit(start_server, tmp_path,
+                                                                                              line):
+    root = tmp_path / "w"
+    write(root, {"f.txt": "".join(f"{line}\n" for _ in range(600))})
+    server = await serve(start_server, root)
+    response = await call(server, "grep", {"pattern": ".", "output_mode": "content", "limit": 1000})
+    assert response.success, response.error.message
+    result = MessageToDict(response.structured_output)
+    assert result["truncated"] and 0 < len(result["lines"]) < 600
+    assert len(json.dumps(result, ensure_ascii=False).encode()) <= 1024 * 1024
+    assert all(found["text"] == line for found in result["lines"])
+
+
+async def test_long_names_in_grep_and_glob_results_fit_the_output_limit(start_server, tmp_path):
+    root = tmp_path / "w"
+    deep = "/".join(["\x01" * 200] * 15)  # each path about 3 KB, 18 KB once escaped for JSON
+    write(root, {f"{deep}/{n:04}.txt": "hit\n" for n in range(200)})
+    server = await start_server(workspaces=(Workspace("w", str(root)),), max_output_bytes=256 * 1024)
+    for tool, arguments, key in (("grep", {"pattern": "hit", "limit": 1000}, "files"),
+                                 ("glob", {"pattern": "**/*.txt"}, "files")):
+        response = await call(server, tool, arguments)
+        assert response.success, response.error.message
+        result = MessageToDict(response.structured_output)
+        assert result["truncated"] and 0 < len(result[key]) < 200, (tool, len(result[key]))
+
+
+@pytest.mark.parametrize(("glob", "expected"), [
+    ("sub/*.py", ["sub/a.py"]),
+    ("sub/**/*.py", ["sub/a.py", "sub/deep/b.py"]),
+    ("s*/deep/*.py", ["sub/deep/b.py"]),
+    ("*.py", ["sub/a.py", "sub/deep/b.py"]),
+    ("**/deep/*.py", ["sub/deep/b.py"]),
+    ("!sub/*.py", ["sub/deep/b.py", "sub/notes.txt"]),
+    ("other/*.py", []),
+    ("!other/*.py", ["sub/a.py", "sub/deep/b.py", "sub/notes.txt"]),
+])
+async def test_grep_glob_is_relative_to_the_workspace_root_like_its_results(start_server, tmp_path, glob, expected):
+    root = tmp_path / "w"
+    write(root, {"top.py": "hit\n", "sub/a.py": "hit\n", "sub/deep/b.py": "hit\n", "sub/notes.txt": "hit\n",
+                 "other/c.py": "hit\n"})
+    server = await serve(start_server, root)
+    result = await found(server, "grep", pattern="hit", path="sub", glob=glob)
+    assert sorted(result.get("files", [])) == expected

@@ -48,7 +48,8 @@ def listed_names(output: str) -> set[str]:
 @pytest.mark.server
 async def test_a_cli_provider_is_not_offered_the_file_tools_and_their_aliases(start_server, tmp_path):
     (tmp_path / "w").mkdir()
-    server = await start_server(workspaces=(Workspace("w", str(tmp_path / "w"), allow_bash=True),))
+    server = await start_server(workspaces=(Workspace("w", str(tmp_path / "w"), allow_bash=True,
+                                                      bash_as_server_user=True),))
     runs = {provider: await toolhost("--target", server.target, "tools", "list", "--provider", provider)
             for provider in ("claude_code", "codex", "anthropic", "openai")}
     for run in runs.values():

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import hashlib
 import os
 import pwd
+import re
+import resource
 import stat
 import threading
 from pathlib import Path
@@ -18,13 +21,15 @@ import grpc
 import pytest
 from google.protobuf import json_format
 
-from toolhost_server.tools.text_diff import short_diff
+from toolhost_server.tools.text_diff import Change, short_diff
+from toolhost_server.tools.workspace_write import EditTool
 from toolhost_server.workspaces import Workspace
+from toolhost_server.workspaces.writing import ChangeGate
 
 from helpers.calls import call
 from helpers.servers import RunningServer
 from helpers.status import violations
-from helpers.waiting import within
+from helpers.waiting import until, within
 
 
 def sha256(data: bytes) -> str:
@@ -433,3 +438,199 @@ def test_the_short_diff_of_one_line_in_a_large_text_names_its_line():
     diff, _ = short_diff("".join(lines), "".join(changed), "big")
     assert "@@ -149998,7 +149998,7 @@" in diff and "-150000\n+changed\n" in diff
 
+
+
+# bounds (issue 18 review: H1, H2, M1, M2, M7)
+
+
+async def test_edit_refuses_a_result_past_max_file_bytes_before_building_it(start_server, tmp_path):
+    root = tmp_path / "big"
+    root.mkdir()
+    (root / "a.txt").write_text("a" * (1 << 20))
+    server = await start_server(workspaces=(Workspace("w", str(root), max_file_bytes=1 << 20),))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Built whole, the result would be 500 MiB of str and as much again encoded.
+    message = await failed(server, "edit", "FILE_TOO_LARGE", path="a.txt", old_string="a", new_string="b" * 500,
+                           replace_all=True)
+    assert "after the replacements" in message and str(500 << 20) in message
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak
+    assert grown_kib < 100 * 1024, f"the server's peak memory grew by {grown_kib} KiB"
+    assert (root / "a.txt").read_text() == "a" * (1 << 20)
+
+
+async def test_the_diff_of_a_change_on_every_other_line_of_a_large_file_is_bounded(start_server, root):
+    # difflib over these 40,000 lines would take about an hour: the diff is built from the replacements.
+    text = "".join(f"x{n}\na\n" for n in range(20_000))
+    (root / "f.txt").write_text(text)
+    server = await start_server(workspaces=(Workspace("w", str(root)),), max_call_seconds=30)
+    response = await call(server, "edit", path="f.txt", old_string="a\n", new_string="b\n", replace_all=True)
+    assert response.success, response.error.message
+    found = structured(response)
+    assert found["replacements"] == 20_000 and found["diff_truncated"]
+    assert found["diff"].startswith("--- a/f.txt\n+++ b/f.txt\n@@ -1,") and "-a\n+b\n" in found["diff"]
+    assert (root / "f.txt").read_text() == text.replace("a\n", "b\n")
+
+
+def test_a_diff_built_from_the_replacements_turns_the_old_text_into_the_new():
+    before = "".join(f"line {n}\n" for n in range(2000)) + "no newline"
+    after = before.replace("line 1", "LINE\n1!").replace("no newline", "end")
+    changes = [Change(i, i + 6, j, j + 7) for i, j in _literal_places(before, "line 1", 1)]
+    changes.append(Change(len(before) - 10, len(before), len(after) - 3, len(after)))
+    diff, cut = short_diff(before, after, "f", changes, max_lines=100_000)
+    assert not cut
+    assert _patched(before, diff) == after
+
+
+def test_a_large_change_without_its_places_is_left_out_of_the_diff():
+    before = "".join(f"{n}\na\n" for n in range(5000))
+    diff, cut = short_diff(before, before.replace("a\n", "b\n"), "f")
+    assert cut and diff.startswith("(diff left out: the change spans")
+
+
+async def test_a_change_is_abandoned_before_its_commit_and_reported_once_made(root):
+    tool = EditTool()
+    entered, release = threading.Event(), threading.Event()
+
+    def change(gate: ChangeGate, commit_first: bool) -> str:
+        if commit_first:
+            gate.commit()
+        entered.set()
+        release.wait()
+        if not commit_first:
+            gate.commit()  # raises ChangeAbandoned: the call gave it up
+        return "made"
+
+    for commit_first in (True, False):
+        entered.clear()
+        release.clear()
+        running = asyncio.ensure_future(tool.change_in_thread(functools.partial(change, commit_first=commit_first)))
+        await within(asyncio.to_thread(entered.wait), "the change to start")
+        running.cancel()  # as the call's timeout does
+        if commit_first:  # the call waits for the change's answer
+            release.set()
+            assert await within(running, "the made change's answer") == "made"
+        else:  # the call ends at once, and the change is never made
+            with pytest.raises(asyncio.CancelledError):
+                await within(running, "the abandoned change")
+            release.set()
+
+
+async def test_file_tools_answer_while_the_default_executor_is_busy(server, root):
+    (root / "f.txt").write_text("hi\n")
+    loop = asyncio.get_running_loop()
+    release = threading.Event()
+    busy = [loop.run_in_executor(None, release.wait) for _ in range(40)]
+    try:
+        for tool, arguments in (("read", {"path": "f.txt"}), ("write", {"path": "g.txt", "content": "x"}),
+                                ("edit", {"path": "f.txt", "old_string": "hi", "new_string": "ho"})):
+            response = await within(call(server, tool, **arguments), f"{tool} while the default executor is busy")
+            assert response.success, response.error.message
+    finally:
+        release.set()
+        await asyncio.gather(*busy)
+
+
+async def test_a_huge_pattern_is_refused_before_it_is_compiled(server, root):
+    (root / "f.txt").write_text("abc\n")
+    pattern = "|".join(f"w{n}" for n in range(700_000))  # about 4 MB
+    fields = await refused(server, "search_and_replace", path="f.txt", search=pattern, replace="x", regex=True)
+    assert fields[0][0] == "/search" and "10000" in fields[0][1]
+
+
+async def test_regular_expressions_run_two_at_a_time_and_a_third_waits_within_its_time(start_server, root):
+    (root / "f.txt").write_text("a" * 40 + "!\n")
+    server = await start_server(workspaces=(Workspace("w", str(root)),), max_call_seconds=60)
+    slow = [asyncio.create_task(call(server, "search_and_replace", path="f.txt", search="(a+)+$", replace="x",
+                                     regex=True)) for _ in range(2)]
+    try:
+        await until(lambda: len(_regex_children()) == 2, "two regular-expression children")
+        # Its budget (a share of its 2 s deadline) ends long before the two above end theirs.
+        third = await call(server, "search_and_replace", path="f.txt", search="a", replace="b", regex=True,
+                           timeout=2)
+        assert not third.success and third.error.code == "TIMEOUT", third.error.message
+        assert "at most 2 at once" in third.error.message
+        assert len(_regex_children()) == 2
+    finally:
+        for task in slow:
+            task.cancel()
+        await asyncio.gather(*slow, return_exceptions=True)
+    assert (root / "f.txt").read_text() == "a" * 40 + "!\n"
+
+
+@pytest.mark.parametrize("tool", ["write", "edit", "search_and_replace"])
+async def test_changes_to_files_with_names_that_are_not_utf8_are_reported_by_their_shown_name(server, root, tool):
+    os.mkdir(os.fsencode(root) + b"/d\xfe")
+    (Path(os.fsdecode(os.fsencode(root) + b"/d\xfe")) / "f.txt").write_text("old\n")
+    os.symlink(b"d\xfe", os.fsencode(root) + b"/sd")
+    arguments = {"write": {"content": "new\n"}, "edit": {"old_string": "old", "new_string": "new"},
+                 "search_and_replace": {"search": "old", "replace": "new"}}[tool]
+    response = await call(server, tool, path="sd/f.txt", **arguments)
+    assert response.success, response.error.message
+    assert structured(response)["path"] == "d\\xfe/f.txt"
+    assert "d\\xfe/f.txt" in response.output
+    listed = await call(server, "ls", path="sd")
+    assert structured(listed)["path"] == "d\\xfe"
+    missing = await failed(server, "read", "FILE_NOT_FOUND", path="sd/nope")
+    assert "'d\\xfe/nope'" in missing and "ls" in missing
+
+
+def _regex_children() -> list[int]:
+    """The regular-expression children of this process (the server runs in it)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat_file:
+                parent = int(stat_file.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and argv[1:4] == [b"-I", b"-S", b"-c"]:
+            found.append(int(entry))
+    return found
+
+
+def _literal_places(text: str, search: str, growth: int) -> list[tuple[int, int]]:
+    places, position, shift = [], text.find(search), 0
+    while position >= 0:
+        places.append((position, position + shift))
+        shift += growth
+        position = text.find(search, position + len(search))
+    return places
+
+
+def _patched(before: str, diff: str) -> str:
+    """`before` with the unified diff applied, each hunk's line counts and context checked."""
+    old = before.splitlines(keepends=True)
+    out: list[str] = []
+    position = 0
+    rows = diff.splitlines(keepends=True)[2:]
+    index = 0
+    while index < len(rows):
+        header = re.match(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", rows[index])
+        assert header, rows[index]
+        first, count = int(header[1]), int(header[2] if header[2] is not None else 1)
+        new_count = int(header[4] if header[4] is not None else 1)
+        start = first - 1 if count else first
+        out += old[position:start]
+        position = start
+        seen_old = seen_new = 0
+        index += 1
+        while index < len(rows) and not rows[index].startswith("@@"):
+            row = rows[index]
+            body = row[1:]
+            if index + 1 < len(rows) and rows[index + 1].startswith("\\ No newline"):
+                body = body[:-1]
+                index += 1
+            if row[0] in " -":
+                assert old[position] == body, (old[position], body)
+                position += 1
+                seen_old += 1
+            if row[0] in " +":
+                out.append(body)
+                seen_new += 1
+            index += 1
+        assert (seen_old, seen_new) == (count, new_count)
+    return "".join(out + old[position:])

@@ -41,9 +41,10 @@ const DefaultMaxReceiveBytes = 64 << 20
 
 // Client talks to one toolhost server. It is safe for concurrent use; Close it when done.
 type Client struct {
-	conn  *grpc.ClientConn
-	tools toolhostv1.ToolServiceClient
-	logs  toolhostv1.LogServiceClient
+	conn      *grpc.ClientConn
+	tools     toolhostv1.ToolServiceClient
+	logs      toolhostv1.LogServiceClient
+	userTools toolhostv1.UserToolServiceClient
 }
 
 // Dial connects to target ("host:port", "dns:///host:port" or "unix:///path"). The connection is made lazily;
@@ -62,9 +63,10 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("toolhost: dial %s: %w", target, err)
 	}
 	return &Client{
-		conn:  conn,
-		tools: toolhostv1.NewToolServiceClient(conn),
-		logs:  toolhostv1.NewLogServiceClient(conn),
+		conn:      conn,
+		tools:     toolhostv1.NewToolServiceClient(conn),
+		logs:      toolhostv1.NewLogServiceClient(conn),
+		userTools: toolhostv1.NewUserToolServiceClient(conn),
 	}, nil
 }
 

@@ -19,11 +19,14 @@ from .catalog.entrypoints import EntrypointPolicy
 from .catalog.loader import ToolLoader
 from .config import Config
 from .credentials import CredentialResolver
+from .instructions import Instructions, write_instructions
+from .listing import ToolFilter, matching_tools
 from .logs.inspector import LogPage
 from .logs.query import LogFilter
 from .logs.record import LogRecord
 from .logs.server_logs import ServerLogs
 from .pipeline import CallPipeline, PipelineSettings
+from .providers import provider_named
 from .registry import Registry
 from .reloading import Reloader, ReloadReport
 from .runners import RunnerSettings
@@ -39,7 +42,11 @@ from .watcher import CatalogWatcher
 from .workspaces.workspace_set import WorkspaceSet
 
 if TYPE_CHECKING:
+    from .memory.table import MemoryTable
     from .store.todo_table import TodoTable
+    from .user_tools.conflicts import ToolConflicts
+    from .user_tools.propagation import UserToolSync
+    from .user_tools.service import UserTools
 
 logger = logging.getLogger("toolhost")
 
@@ -78,15 +85,22 @@ class Toolhost:
                 logs=self.logs.inspector,
                 workspaces=WorkspaceSet(config.workspaces, config.process_identity(), shell_refusal(config)),
                 todos=self.todos,
+                memory=_memory_table(self.todos),
                 # How bash starts its commands: as process tools start theirs.
                 run_process=lambda command, events: run_command(command, self.runner_settings, events),
                 process_identity=config.process_identity(),
-                search=self.search),
+                max_output_bytes=config.max_output_bytes,
+                search=self.search,
+                # For the tool-management tools; both are built below, and called only once the server serves.
+                user_tools=lambda: self.user_tools,
+                call_tool=lambda request: self.pipeline.call(request)),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
         self.audit = AuditTrail(_audit_store(config), redactor=self.redactor,
                                 max_waiting_bytes=config.store_buffer_bytes)
+        # The tool conflicts table, and the map of the tools equivalent to CLI providers' own (read at start).
+        self.conflicts = _tool_conflicts(config, self.audit)
         # EntrypointSettingError when python_entrypoint_modules lists the standard library: no start.
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings,
                                  EntrypointPolicy.from_setting(config.python_entrypoint_modules))
@@ -94,6 +108,10 @@ class Toolhost:
         self.metrics = ToolhostMetrics()
         self._observe_buffers()
         self.reloader = Reloader(self.loader, self.registry, self.metrics.observe_reload)
+        # User tools, kept in the todos' store and merged into every generation by the reloader.
+        self.user_tools, self._user_tool_sync = _user_tools(self)
+        # Each new generation may follow another replica's change of the conflicts: read them again.
+        self.registry.add_listener(self.conflicts.on_snapshot)
         self.pipeline = CallPipeline(
             self.registry, PipelineSettings(
                 max_call_seconds=config.max_call_seconds, max_hops=config.max_hops,
@@ -137,7 +155,10 @@ class Toolhost:
             await self.search.start()
         for reason, names in unserved_builtins(self.runner_settings.tool_services or ToolServices()).items():
             logger.info("not serving %s: %s", ", ".join(names), reason)
+        await self.conflicts.start()
+        await self._load_user_tools()
         report = await self.reloader.reload("start")
+        self._user_tool_sync.start()
         if self.config.watch_catalog:
             self._watcher = CatalogWatcher(
                 self.loader.catalog_dirs, self.config.watch_debounce_ms, self._on_catalog_change)
@@ -163,16 +184,41 @@ class Toolhost:
         require_admin(caller, "TailLogs")
         return self.logs.inspector.follow(log_filter, backlog)
 
+    def tool_filter(self, platform: str = "", category: str = "", tags: Sequence[str] = (),
+                    provider: str = "") -> ToolFilter:
+        """ListTools' filter, with the provider's rules as the conflicts table now says; InvalidRequestError for
+        an unknown provider."""
+        return ToolFilter(platform, category, tuple(tags), provider, self.conflicts.natives_equivalent())
+
+    def instructions(self, caller: Caller, provider: str) -> Instructions:
+        """The instructions block for an agent of `provider` about the tools ListTools with that provider shows
+        `caller`; InvalidRequestError for a missing or unknown provider."""
+        rules = provider_named(provider)
+        tools = matching_tools(self.registry.snapshot, self.tool_filter(provider=provider), caller)
+        return write_instructions(rules, (tool.spec for tool in tools))
+
+    async def _load_user_tools(self) -> None:
+        """Read the user tools before the first load serves them. A store that cannot be read now does not stop
+        the start: the sync reads them once it can."""
+        from .store.errors import StoreError
+
+        try:
+            await self.user_tools.serving.refresh()
+        except StoreError as exc:
+            logger.warning("user tools: cannot read them from the store yet, serving none for now: %s", exc)
+
     async def _on_catalog_change(self) -> None:
         await self.reloader.reload("catalog files changed")
 
     async def close(self) -> None:
         self.registry.close()
+        await self._user_tool_sync.close()
         if self.search is not None:
             await self.search.close()
         await self.audit.close()
         self.credentials.close()
         self.todos.store.close()
+        self.conflicts.store.close()
         await self.logs.close()
         if self._watch_task is not None:
             self._watch_task.cancel()
@@ -193,9 +239,38 @@ def _audit_store(config: Config) -> Callable[[Sequence[AuditRecord]], None] | No
     return AuditTable(Store.from_config(config)).append
 
 
+def _tool_conflicts(config: Config, audit: AuditTrail) -> ToolConflicts:
+    """The tool conflicts, in the store (read first at start)."""
+    from .store.database import Store
+    from .user_tools.conflicts import ToolConflicts
+
+    return ToolConflicts(Store.from_config(config), audit)
+
+
 def _todo_table(config: Config) -> TodoTable:
     """The todo tool's lists, in the store (opened at their first use)."""
     from .store.database import Store
     from .store.todo_table import TodoTable
 
     return TodoTable(Store.from_config(config))
+
+
+def _user_tools(toolhost: Toolhost) -> tuple[UserTools, UserToolSync]:
+    """The user tools' service and the sync that brings other servers' changes, on the todos' store."""
+    from .user_tools.propagation import UserToolSync
+    from .user_tools.service import UserTools
+    from .user_tools.serving import UserToolServing
+    from .user_tools.table import UserToolTable
+
+    table = UserToolTable(toolhost.todos.store)
+    serving = UserToolServing(table, toolhost.loader, toolhost.reloader, toolhost.runner_settings.tool_services)
+    service = UserTools(table, serving, toolhost.loader, toolhost.registry, toolhost.audit)
+    service.conflicts = toolhost.conflicts
+    return service, UserToolSync(table, serving)
+
+
+def _memory_table(todos: TodoTable) -> MemoryTable:
+    """The memory tools' structures and records, in the todos' store (opened at their first use)."""
+    from .memory.table import MemoryTable
+
+    return MemoryTable(todos.store)

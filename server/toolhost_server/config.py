@@ -221,7 +221,7 @@ def _line_pattern(value: Any) -> str:
     return text
 
 
-_WORKSPACE_KEYS = ("name", "path", "read_only", "allow_bash", "max_file_bytes", "owner")
+_WORKSPACE_KEYS = ("name", "path", "read_only", "allow_bash", "max_file_bytes", "owner", "bash_as_server_user")
 
 
 def _workspaces(value: Any) -> tuple[Workspace, ...]:
@@ -272,6 +272,7 @@ def _workspace(item: Any) -> Workspace:
             allow_bash=_bool(fields.get("allow_bash", False)),
             max_file_bytes=_positive(int)(fields.get("max_file_bytes", DEFAULT_MAX_FILE_BYTES)),
             owner=owner,
+            bash_as_server_user=_bool(fields.get("bash_as_server_user", False)),
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{name!r}: {exc}") from None
@@ -385,7 +386,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("insecure", "allow a non-loopback grpc_address or http_address without TLS and authentication", _bool),
     Setting("workspaces", "directories the file tools may use, as name=path (repeatable; colon-separated in the "
             "environment; in the config file a list of {name, path, read_only, allow_bash, max_file_bytes, "
-            "owner}); the first is the default; none: no file tools", _workspaces),
+            "owner, bash_as_server_user}); the first is the default; none: no file tools", _workspaces),
     Setting("search_roots", "directories the file search tools (search, get_metadata, search_by_kind, "
             "recent_files) index and answer about (colon-separated; a list in the config file); each an "
             "existing absolute directory, none inside another; none: no file search tools", _search_roots),

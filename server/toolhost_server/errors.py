@@ -163,6 +163,25 @@ class PermissionDeniedError(ToolhostError):
     reason = "PERMISSION_DENIED"
 
 
+class AlreadyExistsError(ToolhostError):
+    """What the request would create exists already (a user tool's slug taken by another tool)."""
+
+    reason = "ALREADY_EXISTS"
+
+
+class ResourceNotFoundError(ToolhostError):
+    """What the request names (a user tool, a version, a conflict) does not exist; a tool to call is
+    ToolNotFoundError instead."""
+
+    reason = "RESOURCE_NOT_FOUND"
+
+
+class FailedPreconditionError(ToolhostError):
+    """The request is valid but the server's state refuses it now; the message says what to change first."""
+
+    reason = "FAILED_PRECONDITION"
+
+
 class MissingCredentialsError(Exception):
     """Credentials a tool declares cannot be resolved. `problems` maps each such name to why (not found in
     any source, or a source that failed or holds an unusable value); no message ever holds a value."""

@@ -11,33 +11,48 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from .auth import ANONYMOUS, Caller
 from .errors import InvalidPageTokenError, InvalidRequestError
 from .model import ToolSpec
+from .providers import Provider, provider_named
 from .registry import RegisteredTool, Snapshot
 
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
-# Providers whose agents bring their own file tools, so toolhost's would only compete (PocketDev's rule).
-CLI_PROVIDERS = frozenset({"claude_code", "codex"})
-CLI_EXCLUDED_CATEGORIES = frozenset({"file_ops"})
 
 
 @dataclass(frozen=True, slots=True)
 class ToolFilter:
-    """Every set field must match."""
+    """Every set field must match. A `provider` (providers.PROVIDERS; InvalidRequestError for another name)
+    adds its rules: a CLI agent is not offered the file tools, nor the tools `natives_equivalent` says are
+    equivalent to one of its own, nor their aliases."""
 
     platform: str = ""
     category: str = ""
     tags: tuple[str, ...] = ()
     provider: str = ""
+    # ToolConflicts.natives_equivalent(): tool name -> the provider tools ("native:Bash") it is equivalent to.
+    natives_equivalent: Mapping[str, frozenset[str]] = field(default_factory=dict, compare=False, repr=False)
+    _rules: Provider | None = field(default=None, init=False, compare=False, repr=False)
+    _hidden: frozenset[str] = field(default=frozenset(), init=False, compare=False, repr=False)
 
-    def key(self) -> tuple[str, str, tuple[str, ...], bool]:
-        """What decides the result: the provider only matters as CLI or not."""
-        return (self.platform, self.category, tuple(sorted(set(self.tags))), self.provider in CLI_PROVIDERS)
+    def __post_init__(self) -> None:
+        rules = provider_named(self.provider) if self.provider else None
+        object.__setattr__(self, "_rules", rules)
+        if rules is not None:
+            object.__setattr__(self, "_hidden", rules.hidden_tools(self.natives_equivalent))
+
+    @property
+    def hidden(self) -> frozenset[str]:
+        """The tools the provider has its own equivalent of (their aliases are hidden too)."""
+        return self._hidden
+
+    def key(self) -> tuple[str, str, tuple[str, ...], str, frozenset[str]]:
+        """What decides the result: the hidden names are in it, so a change of the conflicts is a new key."""
+        return (self.platform, self.category, tuple(sorted(set(self.tags))), self.provider, self._hidden)
 
     def matches(self, spec: ToolSpec) -> bool:
         return self.predicate()(spec)
@@ -45,7 +60,8 @@ class ToolFilter:
     def predicate(self) -> Callable[[ToolSpec], bool]:
         """`matches`, with the filter's fields looked up once: it runs on every tool of a snapshot the first
         time a filter is asked for."""
-        platform, category, cli = self.platform, self.category, self.provider in CLI_PROVIDERS
+        platform, category, hidden = self.platform, self.category, self._hidden
+        excluded = self._rules.excluded_categories if self._rules is not None else frozenset()
         tags = frozenset(self.tags)
 
         def matches(spec: ToolSpec) -> bool:
@@ -55,13 +71,17 @@ class ToolFilter:
                 return False
             if tags and not tags.issubset(spec.tags):
                 return False
-            return not (cli and spec.category in CLI_EXCLUDED_CATEGORIES)
+            if spec.category in excluded:
+                return False
+            return not (spec.name in hidden or (spec.alias_of and spec.alias_of in hidden))
 
         return matches
 
     def digest(self, visibility: Sequence[str] = ()) -> str:
-        """Of the filter and of what decides the caller's view (Caller.visibility)."""
-        return hashlib.sha256(json.dumps([self.key(), list(visibility)]).encode()).hexdigest()[:16]
+        """Of the filter and of what decides the caller's view (Caller.visibility). Not of the hidden names: a
+        token stays valid across a change of the conflicts as it does across a reload."""
+        fields = [self.platform, self.category, sorted(set(self.tags)), self.provider]
+        return hashlib.sha256(json.dumps([fields, list(visibility)]).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +110,13 @@ def list_tools(
         next_page_token=_encode_token(page_names[-1], digest) if more and page_names else "",
         total_size=len(names),
     )
+
+
+def matching_tools(snapshot: Snapshot, tool_filter: ToolFilter, caller: Caller) -> list[RegisteredTool]:
+    """Every tool matching `tool_filter` that `caller` may see, sorted by name: what all of ListTools' pages
+    hold together."""
+    tools = snapshot.tools()
+    return [tools[name] for name in _matching_names(snapshot, tool_filter, caller)]
 
 
 def _matching_names(snapshot: Snapshot, tool_filter: ToolFilter, caller: Caller) -> tuple[str, ...]:

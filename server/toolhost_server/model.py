@@ -119,6 +119,9 @@ class ToolSpec:
     # Granted only by its exact name (or its target's, for an alias), never by a glob or a category: `bash`.
     # Callers without authentication (a loopback server) and client certificates keep every tool.
     grant_by_name_only: bool = False
+    # Longer instructions for an agent than the description (PocketDev's system_prompt), written into the
+    # instructions block (instructions.py); user tools have one, other tools may leave it empty.
+    system_prompt: str = ""
 
     _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
     _content_hash: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -163,6 +166,7 @@ class ToolSpec:
                     self.intents,
                     self.alias_of,
                     self.grant_by_name_only,
+                    self.system_prompt,
                 ]
             )
             object.__setattr__(self, "_content_hash", value)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .catalog.loader import LoadResult, ToolLoader
 from .daemon_threads import run_in_daemon_thread
-from .registry import CatalogProblem, PreparedSwap, Registry
+from .registry import CatalogProblem, PreparedSwap, RegisteredTool, Registry
+
+# Adds the tools kept outside the catalog files (the user tools) to a load's tools: what to serve, and the
+# problems to report (a user tool whose name a loaded tool took). Called in the loader's thread.
+Supplement = Callable[[Mapping[str, RegisteredTool]], tuple[dict[str, RegisteredTool], list[CatalogProblem]]]
 
 logger = logging.getLogger("toolhost.registry")
 
@@ -39,6 +43,24 @@ class Reloader:
         self._observe = observe  # told of every reload's report (the metrics)
         self._lock = asyncio.Lock()
         self.reload_count = 0
+        self.supplement: Supplement | None = None
+        # The last good load's tools, before the supplement: what `refresh` builds on without reading files.
+        self._loaded: Mapping[str, RegisteredTool] | None = None
+
+    @property
+    def loaded_names(self) -> frozenset[str]:
+        """The names of the built-in and catalog tools of the last good load (served or shadowing)."""
+        return frozenset(self._loaded or ())
+
+    async def refresh(self) -> None:
+        """Serve the supplement's tools again on the last load, without reading the catalog (a user tool
+        changed). Waits for a reload in progress; nothing before the first load."""
+        async with self._lock:
+            loaded = self._loaded
+            if loaded is None or self.supplement is None:
+                return
+            tools, _ = self.supplement(loaded)
+            self._registry.swap(tools)
 
     async def reload(self, trigger: str) -> ReloadReport:
         """Load and swap. Shielded: a caller that gives up (a Reload RPC past its deadline) does not stop a
@@ -92,7 +114,12 @@ class Reloader:
         result = self._loader.load()
         if result.tools is None:
             return result, None
-        return result, self._registry.prepare(result.tools)
+        self._loaded = result.tools
+        tools = result.tools
+        if self.supplement is not None:
+            tools, problems = self.supplement(result.tools)
+            result.problems.extend(problems)
+        return result, self._registry.prepare(tools)
 
 
 LOGGED_NAMES = 100

@@ -1,15 +1,19 @@
 """Attacks on the todo tool's lists: reaching another identity's list through a session name that reads like SQL, a
-pattern or a look-alike, naming the owner in the arguments, a huge content, and concurrent adds racing for ids."""
+pattern or a look-alike, naming the owner in the arguments, a caller of another auth method under the same name,
+a huge content, and concurrent adds racing for ids."""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 from pathlib import Path
 
 import grpc
 import pytest
 from sqlalchemy import URL, select
 
+import toolhost
+from toolhost_server.auth import hash_token
 from toolhost_server.store.engine import create_store_engine, sqlite_file_url
 from toolhost_server.store.schema import todos
 
@@ -53,6 +57,31 @@ async def test_the_owner_cannot_be_named_in_the_arguments(start_server, tmp_path
             await call_tool(server.stub, "todo", bob, action="list", **{key: "alice"})
         assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert error_details(refused.value)[1][0][0] == f"/{key}"
+
+
+async def test_a_caller_of_another_auth_method_under_the_same_name_has_lists_of_its_own(
+        start_server, tmp_path: Path):
+    """A token named like the trusted unix socket's caller (trusted-unix-socket) is another identity: the lists
+    are keyed by how a caller authenticated and its name."""
+    token = secrets.token_urlsafe(32)
+    (tmp_path / "auth.yaml").write_text(f"""\
+roles:
+  agent:
+    call: {{categories: [agent]}}
+tokens:
+  - {{name: trusted-unix-socket, sha256: {hash_token(token)}, roles: [agent]}}
+""")
+    server = await start_server(auth_file=tmp_path / "auth.yaml", unix_socket=str(tmp_path / "trusted.sock"),
+                                trusted_unix_socket=True, data_dir=str(tmp_path / "data"))
+    async with toolhost.AsyncClient(f"unix:{tmp_path / 'trusted.sock'}", timeout=10) as sidecar:
+        added = await sidecar.call_tool("todo", action="add", content="the sidecar's plan")
+        assert added.success, added
+        assert contents(await todo(server.stub, token, action="list")) == []
+        assert (await todo(server.stub, token, action="clear"))["cleared"] == 0
+        await todo(server.stub, token, action="add", content="the token's plan")
+        listed = await sidecar.call_tool("todo", action="list")
+        assert [item["content"] for item in listed.structured_output["items"]] == ["the sidecar's plan"], listed
+    assert contents(await todo(server.stub, token, action="list")) == [(1, "the token's plan", "pending")]
 
 
 async def test_a_huge_content_is_refused_with_a_short_status_and_nothing_stored(start_server, tmp_path: Path):

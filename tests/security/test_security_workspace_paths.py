@@ -269,3 +269,13 @@ def test_nothing_is_left_open(layout):
         sanitizer.open_parent("dir/new.txt").close()
     assert len(os.listdir("/proc/self/fd")) == before
 
+
+
+def test_a_path_of_more_components_than_any_workspace_is_deep_is_refused_and_makes_nothing(layout):
+    root, _ = layout
+    before = sorted(root.rglob("*"))
+    for path in ("d/" * 300 + "f.txt", "a/.." + "/a/.." * 200 + "/f.txt"):
+        with pytest.raises(UnsafePathError, match="more than 256 components") as caught:
+            PathSanitizer(root).open_parent(path, argument="path", create_parents=True).close()
+        assert caught.value.violations[0].pointer == "/path"
+    assert sorted(root.rglob("*")) == before

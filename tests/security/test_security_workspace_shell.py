@@ -1,9 +1,12 @@
 """Attacks on bash: processes that try to outlive their call, writes that try to leave the workspace under
-Landlock (symlinks, hard links, renames, /proc), a setuid program that tries to regain root, the server's
-environment read through /proc, and hostile arguments and outputs."""
+Landlock (symlinks, hard links, renames, /proc), a command that signals, or connects to a socket of, another
+caller's command, ioctl on a device, a setuid program that tries to regain root, the server's environment read
+through /proc, and hostile arguments and outputs."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
 import pwd
@@ -33,9 +36,20 @@ def structured(response: tool_service_pb2.CallToolResponse) -> dict[str, Any]:
     return output
 
 
+IS_ROOT = os.geteuid() == 0
+
+
 async def shell_server(start_server: ServerFactory, workspace: Path, **overrides: Any) -> RunningServer:
+    """A server whose workspace `w` allows bash. As root it runs bash as nobody, whose workspace is; otherwise
+    the workspace accepts bash as the server's user."""
     workspace.mkdir(exist_ok=True)
-    return await start_server(workspaces=(Workspace("w", str(workspace), allow_bash=True),), **overrides)
+    served = Workspace("w", str(workspace), allow_bash=True)
+    if IS_ROOT:
+        nobody = pwd.getpwnam("nobody")
+        os.chown(workspace, nobody.pw_uid, nobody.pw_gid)
+    else:
+        served = dataclasses.replace(served, bash_as_server_user=True)
+    return await start_server(workspaces=(served,), **{"process_user": "nobody", **overrides})
 
 
 def gone(pid: int) -> bool:
@@ -49,16 +63,25 @@ def require_landlock() -> None:
 
 
 @pytest.fixture
-def nobody_dir() -> Iterator[Path]:
-    """A directory the user nobody may enter, removed afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the server switches to the process user nobody only when it runs as root")
+def shell_dir(tmp_path: Path) -> Iterator[Path]:
+    """Where a test's workspace goes: as root, a directory the user nobody may enter (tmp_path's parents are
+    root's only), removed afterwards; otherwise tmp_path."""
+    if not IS_ROOT:
+        yield tmp_path
+        return
     top = Path(tempfile.mkdtemp(prefix="toolhost-bash-attack-"))
     top.chmod(0o755)
     try:
         yield top
     finally:
         shutil.rmtree(top)
+
+
+@pytest.fixture
+def nobody_dir(shell_dir: Path) -> Path:
+    if not IS_ROOT:
+        pytest.skip("needs root: the server switches to the process user nobody only when it runs as root")
+    return shell_dir
 
 
 def run_as(user: pwd.struct_passwd, *argv: str) -> str:
@@ -84,8 +107,8 @@ ESCAPES = ("setsid sleep 1000 & echo $! > setsid.pid; "
 
 
 @pytest.mark.parametrize("ending", ["sleep 1000", "true"], ids=["timed-out", "exited"])
-async def test_no_process_of_the_command_outlives_its_call(start_server, tmp_path, ending):
-    workspace = tmp_path / "w"
+async def test_no_process_of_the_command_outlives_its_call(start_server, shell_dir, ending):
+    workspace = shell_dir / "w"
     server = await shell_server(start_server, workspace)
     # Stopping what is left after an exit takes the kill grace (one of them ignores SIGTERM): within the timeout.
     response = await call(server, "bash", command=ESCAPES + ending, timeout_seconds=1 if ending != "true" else 60)
@@ -97,12 +120,15 @@ async def test_no_process_of_the_command_outlives_its_call(start_server, tmp_pat
 
 # --- writes leaving the workspace under Landlock ----------------------------------------------------------------
 
-async def test_writes_cannot_leave_the_workspace_by_symlink_hard_link_rename_or_proc(start_server, tmp_path):
+async def test_writes_cannot_leave_the_workspace_by_symlink_hard_link_rename_or_proc(start_server, shell_dir):
     require_landlock()
-    outside = tmp_path / "outside"
+    outside = shell_dir / "outside"
     outside.mkdir()
     (outside / "victim.txt").write_text("original\n")
-    workspace = tmp_path / "w"
+    # Only Landlock may refuse: the user's own permissions would allow every one of these writes.
+    outside.chmod(0o777)
+    (outside / "victim.txt").chmod(0o666)
+    workspace = shell_dir / "w"
     server = await shell_server(start_server, workspace)
     attempts = {
         "symlink": f"ln -s {outside} link && echo x > link/through-symlink.txt",
@@ -125,6 +151,66 @@ async def test_writes_cannot_leave_the_workspace_by_symlink_hard_link_rename_or_
             name, result)
     assert sorted(p.name for p in outside.iterdir()) == ["victim.txt"]
     assert (outside / "victim.txt").read_text() == "original\n"
+
+
+# --- one caller's command against another's --------------------------------------------------------------------
+
+def require_landlock_abi(version: int, what: str) -> None:
+    if landlock_abi() < version:
+        pytest.skip(f"this kernel's Landlock (ABI {landlock_abi()}) has no {what} (ABI {version})")
+
+
+async def test_a_command_cannot_signal_another_calls_processes(start_server, shell_dir):
+    """Every caller's command runs as the same process user; Landlock's signal scope keeps each call's processes
+    apart. The victim learns nothing and finishes; the attacker's kill (of the process and of its group) is
+    EPERM."""
+    require_landlock_abi(6, "signal scope")
+    workspace = shell_dir / "w"
+    server = await shell_server(start_server, workspace)
+    victim = call(server, "bash", command=(
+        "echo $$ > victim.pid; while [ ! -e attacked ]; do sleep 0.02; done; echo victim-finished"))
+    attacker = call(server, "bash", command=(
+        "while [ ! -e victim.pid ]; do sleep 0.02; done; pid=$(cat victim.pid); "
+        'kill -KILL "$pid"; echo "kill=$?"; kill -KILL -- "-$pid"; echo "group=$?"; '
+        'kill -STOP "$pid"; echo "stop=$?"; touch attacked'))
+    victim_response, attacker_response = await asyncio.gather(victim, attacker)
+    attack = structured(attacker_response)
+    assert attack["stdout"] == "kill=1\ngroup=1\nstop=1\n", attack
+    assert attack["stderr"].count("Operation not permitted") == 3, attack
+    assert victim_response.success, victim_response.error
+    assert structured(victim_response)["stdout"] == "victim-finished\n"
+
+
+async def test_a_command_cannot_connect_to_another_calls_abstract_unix_socket(start_server, shell_dir):
+    require_landlock_abi(6, "abstract unix socket scope")
+    workspace = shell_dir / "w"
+    server = await shell_server(start_server, workspace)
+    name = "toolhost-test-" + os.urandom(6).hex()
+    listener = call(server, "bash", command=(
+        "python3 -c 'import socket, os, time\n"
+        f"s = socket.socket(socket.AF_UNIX); s.bind(\"\\0{name}\"); s.listen()\n"
+        "open(\"listening\", \"w\").close()\n"
+        "while not os.path.exists(\"tried\"): time.sleep(0.02)\n"
+        "print(\"listener-finished\")'"))
+    connector = call(server, "bash", command=(
+        "while [ ! -e listening ]; do sleep 0.02; done; "
+        "python3 -c 'import socket\n"
+        "try:\n"
+        f"    socket.socket(socket.AF_UNIX).connect(\"\\0{name}\"); print(\"connected\")\n"
+        "except OSError as exc: print(exc.errno)'; touch tried"))
+    listened, connected = await asyncio.gather(listener, connector)
+    assert structured(listened)["stdout"] == "listener-finished\n", structured(listened)
+    assert structured(connected)["stdout"] == "1\n", structured(connected)  # EPERM
+
+
+async def test_a_command_cannot_ioctl_a_device_it_opens(start_server, shell_dir):
+    """stty asks the device for its terminal settings (an ioctl): refused (EACCES) rather than answered (ENOTTY
+    from /dev/null). The stdin the command was given, opened before Landlock applied, is not affected."""
+    require_landlock_abi(5, "ioctl right on devices")
+    server = await shell_server(start_server, shell_dir / "w")
+    result = structured(await call(server, "bash", command="stty < /dev/null; stty"))
+    assert result["stderr"].splitlines() == [
+        "stty: 'standard input': Permission denied", "stty: 'standard input': Inappropriate ioctl for device"], result
 
 
 async def test_a_setuid_program_does_not_regain_root_for_the_process_user(start_server, nobody_dir):
@@ -166,8 +252,8 @@ async def test_the_servers_environment_cannot_be_read_through_proc(start_server,
     ({"command": "true", "workspace": "w\u0000"}, "/workspace"),
 ], ids=["nul", "lone-surrogate", "too-large-for-exec", "too-long", "empty", "zero-timeout", "negative-timeout",
         "workspace-path", "workspace-nul"])
-async def test_hostile_arguments_are_refused(start_server, tmp_path, arguments, pointer):
-    server = await shell_server(start_server, tmp_path / "w")
+async def test_hostile_arguments_are_refused(start_server, shell_dir, arguments, pointer):
+    server = await shell_server(start_server, shell_dir / "w")
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await call(server, "bash", arguments)
     assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value.details()
@@ -180,8 +266,8 @@ async def test_hostile_arguments_are_refused(start_server, tmp_path, arguments, 
     "head -c 2000000 /dev/urandom",  # not UTF-8
     "head -c 2000000 /dev/zero >&2; yes | head -c 2000000",
 ], ids=["lines", "nul-bytes", "binary", "both-streams"])
-async def test_huge_and_binary_output_is_cut_to_fit(start_server, tmp_path, command):
-    server = await shell_server(start_server, tmp_path / "w")
+async def test_huge_and_binary_output_is_cut_to_fit(start_server, shell_dir, command):
+    server = await shell_server(start_server, shell_dir / "w")
     response = await call(server, "bash", command=command)
     assert response.success, response.error
     result = structured(response)

@@ -1,6 +1,6 @@
 /**
- * The client: ToolService's and LogService's RPCs as promises and async iterables, over connect-node's gRPC
- * transport (HTTP/2).
+ * The client: the RPCs of ToolService, LogService and UserToolService as promises and async iterables, over
+ * connect-node's gRPC transport (HTTP/2).
  *
  *     const client = createClient("127.0.0.1:50051", { timeoutMs: 30_000 });
  *     for await (const tool of client.listTools({ category: "network" })) console.log(tool.name);
@@ -28,6 +28,16 @@ import {
   type WatchToolsResponse,
 } from "./gen/toolhost/v1/tool_service_pb.js";
 import {
+  UserToolService,
+  type ListToolConflictsResponse,
+  type ListUserToolsResponse,
+  type ListUserToolVersionsResponse,
+  type SetUserToolEnabledResponse,
+  type ToolConflict,
+  type UserTool,
+  type UserToolVersion,
+} from "./gen/toolhost/v1/user_tool_service_pb.js";
+import {
   logEntry,
   logPage,
   queryLogsRequest,
@@ -46,6 +56,14 @@ import {
   type ToolPage,
   type ToolResult,
 } from "./results.js";
+import {
+  present,
+  toolConflict,
+  updateUserToolRequest,
+  type ConflictTypeName,
+  type UserToolField,
+  type UserToolInit,
+} from "./user_tools.js";
 
 /** The server `toolhost serve` listens on by default. */
 export const DEFAULT_TARGET = "127.0.0.1:50051";
@@ -163,6 +181,14 @@ export interface TailLogsOptions extends Omit<LogFilter, "until">, StreamOptions
   backlog?: number;
 }
 
+/** Options of the user-tool and conflict pages: the page to fetch and the call's options. */
+export interface PageOptions extends CallOptions {
+  /** Items per page: 0 or unset means the server's 100, the maximum is 1000. */
+  pageSize?: number;
+  /** The nextPageToken of the previous page; empty or unset for the first. */
+  pageToken?: string;
+}
+
 /** What each generated client method takes besides its request. */
 interface RpcOptions {
   signal?: AbortSignal;
@@ -176,6 +202,7 @@ export class ToolhostClient {
   readonly target: string;
   private readonly rpc: Client<typeof ToolService>;
   private readonly logs: Client<typeof LogService>;
+  private readonly userTools: Client<typeof UserToolService>;
   private readonly sessions: Http2SessionManager;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number | undefined;
@@ -200,6 +227,7 @@ export class ToolhostClient {
     });
     this.rpc = createConnectClient(ToolService, transport);
     this.logs = createConnectClient(LogService, transport);
+    this.userTools = createConnectClient(UserToolService, transport);
   }
 
   /** One page of the tools matching the filter, sorted by name; its nextPageToken is "" on the last page. */
@@ -308,6 +336,123 @@ export class ToolhostClient {
     const request = tailLogsRequest(options, options.backlog ?? 0);
     return this.serverStream((call) => this.logs.tailLogs(request, call), options, undefined,
       (message) => logEntry(message.record ?? missingRecord()));
+  }
+
+  // --- UserToolService: every method needs the admin role or `manage_tools` when the server authenticates ----
+
+  /**
+   * Store and serve a new user tool at version 1 (see user_tools.ts for an example). AlreadyExistsError when any
+   * tool has the slug; InvalidArgumentError for a bad slug or schema, or a credential the caller may not grant.
+   */
+  async createUserTool(tool: UserToolInit, options: CallOptions = {}): Promise<UserTool> {
+    const response = await this.unary((call) => this.userTools.createUserTool({ userTool: tool }, call), options);
+    return present(response.userTool, "CreateUserTool");
+  }
+
+  /** One user tool with its script; NotFoundError (reason RESOURCE_NOT_FOUND) when there is none. */
+  async getUserTool(slug: string, options: CallOptions = {}): Promise<UserTool> {
+    const response = await this.unary((call) => this.userTools.getUserTool({ slug }, call), options);
+    return present(response.userTool, "GetUserTool");
+  }
+
+  /** One page of user tools, sorted by slug; its nextPageToken is "" on the last page. */
+  async listUserToolsPage(options: PageOptions = {}): Promise<ListUserToolsResponse> {
+    const request = { pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" };
+    return this.unary((call) => this.userTools.listUserTools(request, call), options);
+  }
+
+  /** Every user tool, sorted by slug: `for await (const tool of client.listUserTools()) ...`. */
+  async *listUserTools(options: PageOptions = {}): AsyncGenerator<UserTool, void, undefined> {
+    let pageToken = options.pageToken ?? "";
+    do {
+      const page = await this.listUserToolsPage({ ...options, pageToken });
+      yield* page.userTools;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /**
+   * Change `fields` of the user tool `tool.slug` to the values in `tool` (all of the mutable fields when `fields`
+   * is empty), as a new version; the next call of the tool runs it.
+   */
+  async updateUserTool(
+    tool: UserToolInit, fields: readonly UserToolField[], options: CallOptions = {},
+  ): Promise<UserTool> {
+    const request = updateUserToolRequest(tool, fields);
+    const response = await this.unary((call) => this.userTools.updateUserTool(request, call), options);
+    return present(response.userTool, "UpdateUserTool");
+  }
+
+  /** Remove a user tool and its versions and stop serving it; the tool as it was. */
+  async deleteUserTool(slug: string, options: CallOptions = {}): Promise<UserTool> {
+    const response = await this.unary((call) => this.userTools.deleteUserTool({ slug }, call), options);
+    return present(response.userTool, "DeleteUserTool");
+  }
+
+  /** One page of a user tool's versions, newest first. */
+  async listUserToolVersionsPage(slug: string, options: PageOptions = {}): Promise<ListUserToolVersionsResponse> {
+    const request = { slug, pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" };
+    return this.unary((call) => this.userTools.listUserToolVersions(request, call), options);
+  }
+
+  /** Every version of a user tool, newest first. */
+  async *listUserToolVersions(
+    slug: string, options: PageOptions = {},
+  ): AsyncGenerator<UserToolVersion, void, undefined> {
+    let pageToken = options.pageToken ?? "";
+    do {
+      const page = await this.listUserToolVersionsPage(slug, { ...options, pageToken });
+      yield* page.versions;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /** Make a new version equal to `version` (its script, system prompt and schema) and serve it. */
+  async restoreUserToolVersion(slug: string, version: bigint | number, options: CallOptions = {}): Promise<UserTool> {
+    const request = { slug, version: BigInt(version) };
+    const response = await this.unary((call) => this.userTools.restoreUserToolVersion(request, call), options);
+    return present(response.userTool, "RestoreUserToolVersion");
+  }
+
+  /**
+   * Serve or stop serving a user tool. Enabling one that is `incompatible` with an enabled tool throws
+   * FailedPreconditionError naming it and the hint; the `equivalent` served tools come back in `conflicts`.
+   */
+  async setUserToolEnabled(
+    slug: string, enabled: boolean, options: CallOptions = {},
+  ): Promise<SetUserToolEnabledResponse> {
+    return this.unary((call) => this.userTools.setUserToolEnabled({ slug, enabled }, call), options);
+  }
+
+  /** One page of the conflicts table, sorted by the pair's names. */
+  async listToolConflictsPage(options: PageOptions = {}): Promise<ListToolConflictsResponse> {
+    const request = { pageSize: options.pageSize ?? 0, pageToken: options.pageToken ?? "" };
+    return this.unary((call) => this.userTools.listToolConflicts(request, call), options);
+  }
+
+  /** Every conflict of the table. */
+  async *listToolConflicts(options: PageOptions = {}): AsyncGenerator<ToolConflict, void, undefined> {
+    let pageToken = options.pageToken ?? "";
+    do {
+      const page = await this.listToolConflictsPage({ ...options, pageToken });
+      yield* page.conflicts;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /** Add the conflict of a pair of tools, or replace the one it has (in either order); the stored conflict. */
+  async setToolConflict(
+    toolA: string, toolB: string, type: ConflictTypeName, resolutionHint = "", options: CallOptions = {},
+  ): Promise<ToolConflict> {
+    const conflict = toolConflict(toolA, toolB, type, resolutionHint);
+    const response = await this.unary((call) => this.userTools.setToolConflict({ conflict }, call), options);
+    return present(response.conflict, "SetToolConflict");
+  }
+
+  /** Remove the conflict of a pair (in either order); NotFoundError when it has none. */
+  async deleteToolConflict(toolA: string, toolB: string, options: CallOptions = {}): Promise<ToolConflict> {
+    const response = await this.unary((call) => this.userTools.deleteToolConflict({ toolA, toolB }, call), options);
+    return present(response.conflict, "DeleteToolConflict");
   }
 
   /**

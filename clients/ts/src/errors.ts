@@ -11,6 +11,7 @@
  *      ├── PermissionDeniedError       PERMISSION_DENIED
  *      ├── UnauthenticatedError        UNAUTHENTICATED
  *      ├── FailedPreconditionError     FAILED_PRECONDITION: for example a forwarding loop between toolhosts
+ *      ├── AlreadyExistsError          ALREADY_EXISTS: a user tool's slug is taken
  *      └── InternalError               INTERNAL: the server's log has the detail (the message names an incident)
  *
  * Other codes (CANCELLED when an AbortSignal fires, UNIMPLEMENTED, ...) throw the base ToolhostError.
@@ -122,6 +123,8 @@ export class PermissionDeniedError extends ToolhostError {}
 export class UnauthenticatedError extends ToolhostError {}
 /** FAILED_PRECONDITION: for example a call forwarded between toolhosts in a loop. */
 export class FailedPreconditionError extends ToolhostError {}
+/** ALREADY_EXISTS: what the request would create exists already (a user tool's slug is another tool's). */
+export class AlreadyExistsError extends ToolhostError {}
 /** INTERNAL: the server failed in a way the caller cannot fix. */
 export class InternalError extends ToolhostError {}
 
@@ -136,6 +139,7 @@ const ERRORS_BY_CODE: ReadonlyMap<Code, ErrorClass> = new Map<Code, ErrorClass>(
   [Code.PermissionDenied, PermissionDeniedError],
   [Code.Unauthenticated, UnauthenticatedError],
   [Code.FailedPrecondition, FailedPreconditionError],
+  [Code.AlreadyExists, AlreadyExistsError],
   [Code.Internal, InternalError],
 ]);
 

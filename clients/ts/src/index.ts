@@ -23,6 +23,7 @@ export {
   type ListToolsOptions,
   type ListToolsPageOptions,
   type OutputFormatName,
+  type PageOptions,
   type QueryLogsOptions,
   type QueryLogsPageOptions,
   type StreamOptions,
@@ -35,8 +36,10 @@ export type { StreamEvent, ToolInfo, ToolPage, ToolParameterInfo, ToolResult } f
 export type { LogEntry, LogFilter, LogLevelName, LogPage, LogSummary } from "./logs.js";
 export type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 export { type ArgumentValue, type Arguments } from "./arguments.js";
+export type { ConflictTypeName, UserToolField, UserToolInit } from "./user_tools.js";
 export { isLocalTarget, type Pem, type SecurityOptions } from "./connection.js";
 export {
+  AlreadyExistsError,
   Code,
   codeName,
   DeadlineExceededError,
@@ -71,4 +74,14 @@ export type { Tool, ToolAnnotations, ToolExample, ToolParameter } from "./gen/to
 export type { LogRecord, QueryLogsResponse } from "./gen/toolhost/v1/log_service_pb.js";
 export { OutputFormat, OutputStream } from "./gen/toolhost/v1/tool_service_pb.js";
 export { ToolSource } from "./gen/toolhost/v1/tool_pb.js";
+export type {
+  ListToolConflictsResponse,
+  ListUserToolsResponse,
+  ListUserToolVersionsResponse,
+  SetUserToolEnabledResponse,
+  ToolConflict,
+  UserTool,
+  UserToolVersion,
+} from "./gen/toolhost/v1/user_tool_service_pb.js";
+export { ConflictType } from "./gen/toolhost/v1/user_tool_service_pb.js";
 export * as v1 from "./v1.js";

@@ -1,9 +1,10 @@
 /**
- * The generated toolhost.v1 messages, enums and the ToolService and LogService descriptors, for anything the
- * client does not wrap.
+ * The generated toolhost.v1 messages, enums and the ToolService, LogService and UserToolService descriptors, for
+ * anything the client does not wrap.
  */
 
 export * from "./gen/toolhost/v1/error_reason_pb.js";
 export * from "./gen/toolhost/v1/log_service_pb.js";
 export * from "./gen/toolhost/v1/tool_pb.js";
 export * from "./gen/toolhost/v1/tool_service_pb.js";
+export * from "./gen/toolhost/v1/user_tool_service_pb.js";

@@ -1,5 +1,5 @@
-"""Builds the grpc.aio server: ToolService, LogService, health (overall and per service) and reflection; TLS on TCP when
-configured (the unix socket stays plaintext: its file permissions guard it)."""
+"""Builds the grpc.aio server: ToolService, LogService, UserToolService, health (overall and per service) and
+reflection; TLS on TCP when configured (the unix socket stays plaintext: its file permissions guard it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from toolhost.v1 import log_service_pb2_grpc, tool_service_pb2_grpc
+from toolhost.v1 import log_service_pb2_grpc, tool_service_pb2_grpc, user_tool_service_pb2_grpc
 
 from ..app import Toolhost
 from ..config import Config
@@ -18,6 +18,7 @@ from .remote_client import GrpcRemoteCaller
 from .rpc_observer import ObservedRegistration, RpcObserver
 from .tls import server_credentials
 from .tool_service import SERVICE_NAME, ToolService
+from .user_tool_service import USER_TOOL_SERVICE_NAME, UserToolService
 
 logger = logging.getLogger("toolhost.api")
 
@@ -75,10 +76,12 @@ class GrpcServer:
         observed = ObservedRegistration(self.server, RpcObserver(tracer, toolhost.metrics))
         observed.add(tool_service_pb2_grpc.add_ToolServiceServicer_to_server, ToolService(toolhost))
         observed.add(log_service_pb2_grpc.add_LogServiceServicer_to_server, LogService(toolhost))
+        observed.add(user_tool_service_pb2_grpc.add_UserToolServiceServicer_to_server, UserToolService(toolhost))
         self.health = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
-            (SERVICE_NAME, LOG_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), self.server)
+            (SERVICE_NAME, LOG_SERVICE_NAME, USER_TOOL_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME),
+            self.server)
         self.port = 0
 
     async def start(self) -> int:
@@ -90,7 +93,7 @@ class GrpcServer:
         if config.unix_socket:
             _bind(self.server, f"unix:{config.unix_socket}", "unix_socket")
         await self.server.start()
-        for service in ("", SERVICE_NAME, LOG_SERVICE_NAME):
+        for service in ("", SERVICE_NAME, LOG_SERVICE_NAME, USER_TOOL_SERVICE_NAME):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         return self.port
 

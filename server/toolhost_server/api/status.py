@@ -17,13 +17,16 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from ..errors import (
+    AlreadyExistsError,
     CallerDeadlineExceeded,
+    FailedPreconditionError,
     HopLimitExceededError,
     InvalidArgumentsError,
     InvalidPageTokenError,
     InvalidRequestError,
     OverCapacityError,
     PermissionDeniedError,
+    ResourceNotFoundError,
     ShuttingDownError,
     ToolhostError,
     ToolNotFoundError,
@@ -45,6 +48,9 @@ _CODES: dict[type[ToolhostError], grpc.StatusCode] = {
     ShuttingDownError: grpc.StatusCode.UNAVAILABLE,
     UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
     PermissionDeniedError: grpc.StatusCode.PERMISSION_DENIED,
+    AlreadyExistsError: grpc.StatusCode.ALREADY_EXISTS,
+    ResourceNotFoundError: grpc.StatusCode.NOT_FOUND,
+    FailedPreconditionError: grpc.StatusCode.FAILED_PRECONDITION,
 }
 
 

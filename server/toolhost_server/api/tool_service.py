@@ -12,7 +12,7 @@ from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 from ..app import Toolhost
 from ..auth import Caller, find_visible, generation_seen, view_of
 from ..errors import InvalidRequestError
-from ..listing import ToolFilter, list_tools
+from ..listing import list_tools
 from ..pipeline import CallRequest
 from ..telemetry.trace_context import TRACE_CONTEXT_KEYS
 from .authentication import authenticate
@@ -51,7 +51,7 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         """The ListToolsResponse, serialized: its small fields, then the tools as kept serialized (in the wire
         format, concatenated messages are one message with the repeated fields appended); the RPC observer's
         serializer passes bytes through."""
-        tool_filter = ToolFilter(request.platform, request.category, tuple(request.tags), request.provider)
+        tool_filter = self._toolhost.tool_filter(request.platform, request.category, request.tags, request.provider)
         caller, registry = self._caller(context), self._toolhost.registry
         page = list_tools(registry.snapshot, tool_filter, request.page_size, request.page_token, caller)
         head = tool_service_pb2.ListToolsResponse(next_page_token=page.next_page_token, total_size=page.total_size,
@@ -97,6 +97,14 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         self, request: tool_service_pb2.ReloadRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.ReloadResponse:
         return reload_response(await self._toolhost.reload(self._caller(context), "Reload RPC"))
+
+    @translate_errors
+    async def GetInstructions(
+        self, request: tool_service_pb2.GetInstructionsRequest, context: grpc.aio.ServicerContext
+    ) -> tool_service_pb2.GetInstructionsResponse:
+        instructions = self._toolhost.instructions(self._caller(context), request.provider)
+        return tool_service_pb2.GetInstructionsResponse(markdown=instructions.markdown,
+                                                        tool_names=instructions.tool_names)
 
     async def WatchTools(
         self, request: tool_service_pb2.WatchToolsRequest, context: grpc.aio.ServicerContext

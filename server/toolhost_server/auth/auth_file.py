@@ -7,8 +7,11 @@ them. Read strictly, like catalog files: every mistake is an AuthFileError namin
       agent:
         call: {tools: [echo, "dns_*"], categories: [network]}
       admin:
-        admin: true                                # Reload and requires_admin tools
+        admin: true                                # Reload, requires_admin tools, user tools
         call: {tools: ["*"]}
+      toolsmith:
+        manage_tools: {credentials: [github]}      # user tools, which may declare the credential github
+                                                   # (`manage_tools: true`: user tools without credentials)
     tokens:
       - {name: ci-agent, sha256: 5f0c...e2, roles: [agent]}   # toolhost auth hash-token < token-file
     certificates:
@@ -27,6 +30,7 @@ from typing import Any
 import yaml
 
 from ..catalog.strict_yaml import error_line, error_text, line_of, load_catalog_yaml
+from ..credentials.names import InvalidCredentialError, check_credential_name
 from .caller import AuthMethod, Caller
 from .permissions import Permissions, ToolSet
 from .tokens import hash_token
@@ -35,7 +39,8 @@ MAX_AUTH_FILE_BYTES = 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$")
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _TOP_KEYS = ("roles", "tokens", "certificates")
-_ROLE_KEYS = ("admin", "list", "call")
+_ROLE_KEYS = ("admin", "list", "call", "manage_tools")
+_MANAGE_TOOLS_KEYS = ("credentials",)
 _GRANT_KEYS = ("tools", "categories")
 _TOKEN_KEYS = ("name", "sha256", "roles")
 _CERTIFICATE_KEYS = ("name", "common_name", "san", "roles")
@@ -159,8 +164,26 @@ def _role(value: Any, at: _Path) -> Permissions:
     admin = data.get("admin", False)
     if not isinstance(admin, bool):
         raise _Problem("admin must be true or false", (*at, "admin"))
+    manage_tools, credentials = _manage_tools(data.get("manage_tools", False), (*at, "manage_tools"))
     return Permissions(list=_grant(data.get("list"), (*at, "list")), call=_grant(data.get("call"), (*at, "call")),
-                       admin=admin)
+                       admin=admin, manage_tools=manage_tools, grantable_credentials=credentials)
+
+
+def _manage_tools(value: Any, at: _Path) -> tuple[bool, frozenset[str]]:
+    """`manage_tools: true|false` or `manage_tools: {credentials: [names]}`: the right, and the credentials the
+    role's user tools may declare."""
+    if isinstance(value, bool):
+        return value, frozenset()
+    if not isinstance(value, dict):
+        raise _Problem("manage_tools must be true, false or a mapping such as {credentials: [github]}", at)
+    data = _mapping(value, at, _MANAGE_TOOLS_KEYS)
+    names = _strings(data.get("credentials", []), (*at, "credentials"))
+    for index, name in enumerate(names):
+        try:
+            check_credential_name(name)
+        except InvalidCredentialError as exc:
+            raise _Problem(str(exc), (*at, "credentials", index)) from None
+    return True, frozenset(names)
 
 
 def _grant(value: Any, at: _Path) -> ToolSet:

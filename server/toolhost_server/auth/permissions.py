@@ -45,18 +45,27 @@ class Permissions:
     """The rights of a caller. Hashable, so a snapshot can cache the names each distinct set of rights sees.
 
     A tool the caller may call is also one it may see: a call grant that hid its tool would only confuse.
-    `admin` allows Reload and calling the `requires_admin` tools among those `call` covers.
+    `admin` allows Reload and calling the `requires_admin` tools among those `call` covers. `manage_tools`
+    allows creating, changing and removing user tools (admin implies it), and `grantable_credentials` names the
+    credentials a user tool made by the caller may declare: only those listed, never implied (not even by
+    admin), since a user tool's script can print them.
     """
 
     list: ToolSet = ToolSet()
     call: ToolSet = ToolSet()
     admin: bool = False
+    manage_tools: bool = False
+    grantable_credentials: frozenset[str] = frozenset()
 
     def may_see(self, spec: ToolSpec) -> bool:
         return self.list.covers(spec) or self.call.covers(spec)
 
     def may_call(self, spec: ToolSpec) -> bool:
         return self.call.covers(spec) and (self.admin or not spec.requires_admin)
+
+    @property
+    def may_manage_tools(self) -> bool:
+        return self.admin or self.manage_tools
 
     @property
     def unrestricted(self) -> bool:
@@ -69,8 +78,12 @@ class Permissions:
         for grant in grants:
             if grant.unrestricted:
                 return FULL_RIGHTS
-            result = Permissions(result.list | grant.list, result.call | grant.call, result.admin or grant.admin)
+            result = Permissions(result.list | grant.list, result.call | grant.call, result.admin or grant.admin,
+                                 result.manage_tools or grant.manage_tools,
+                                 result.grantable_credentials | grant.grantable_credentials)
         return result
 
 
-FULL_RIGHTS = Permissions(list=EVERY_TOOL, call=EVERY_TOOL, admin=True)
+# No grantable credentials: a caller the server does not tell apart (no authentication, the trusted socket)
+# may make user tools, but only a role in the auth file may hand one a credential.
+FULL_RIGHTS = Permissions(list=EVERY_TOOL, call=EVERY_TOOL, admin=True, manage_tools=True)

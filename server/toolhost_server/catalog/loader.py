@@ -12,8 +12,9 @@ from typing import Any
 from ..model import ToolSource, ToolSpec
 from ..registry import CatalogProblem, RegisteredTool
 from ..runners import RunnerConfigError, RunnerSettings, build_runner
+from ..runners.python import resolve_entrypoint
 from ..schema import ArgumentValidator
-from ..tools.base import NO_SERVICES
+from ..tools.base import NO_SERVICES, Tool
 from .builtins import discover_builtin_definitions
 from .definition import DefinitionError, parse_definition
 from .directory_listing import CatalogDirectoryError
@@ -92,6 +93,10 @@ class ToolLoader:
         """A servable tool from a spec: the runner built and the argument validator compiled."""
         if spec.runner.get("type") == "builtin":
             spec = self._with_builtin_runner(spec)
+        elif _names_a_tool_granted_by_name_only(spec):
+            # A catalog file serving a Tool class under another name (BashTool as `sh`) must not hand it to
+            # whoever a `*` or category grant covers: the name-only grant comes with the class.
+            spec = dataclasses.replace(spec, grant_by_name_only=True)
         return RegisteredTool(spec, build_runner(spec, self._runner_settings), ArgumentValidator(spec.input_schema))
 
     def _compile_document(self, data: Any, origin: str) -> RegisteredTool:
@@ -120,4 +125,20 @@ class ToolLoader:
                 f"source: local without `runner:` must name a built-in tool, and there is no built-in "
                 f"{implementation!r}; add a `runner:` or set `implementation:` to one of: {known}",
                 "implementation" if implementation != spec.name else "source")
-        return dataclasses.replace(spec, runner=builtin.spec.runner)
+        # The built-in's name-only grant comes with its runner, whatever name the file gives it.
+        return dataclasses.replace(spec, runner=builtin.spec.runner,
+                                   grant_by_name_only=spec.grant_by_name_only or builtin.spec.grant_by_name_only)
+
+
+def _names_a_tool_granted_by_name_only(spec: ToolSpec) -> bool:
+    """Whether `spec` runs, through the python runner, a Tool class marked grant_by_name_only. The entrypoint
+    has passed the catalog's policy by now (or is a built-in's); one that cannot be resolved is left for the
+    runner to report."""
+    entrypoint = spec.runner.get("entrypoint")
+    if spec.runner.get("type") != "python" or not isinstance(entrypoint, str):
+        return False
+    try:
+        target = resolve_entrypoint(entrypoint)
+    except RunnerConfigError:
+        return False
+    return isinstance(target, type) and issubclass(target, Tool) and target.grant_by_name_only

@@ -13,8 +13,11 @@ from ._catalog_validate import catalog_validate
 from ._client_commands import call, reload, tools_get, tools_list
 from ._connection_options import add_security_options
 from ._credentials import add_credentials_parser
+from ._db_commands import add_db_parser
+from ._instructions_command import add_instructions_parser
 from ._logs_command import add_logs_arguments, logs
 from ._serve import add_serve_parser
+from ._user_tools_command import add_user_tools_parser
 
 
 def _positive_seconds(text: str) -> float:
@@ -108,4 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                                "on the server [TOOLHOST_PYTHON_ENTRYPOINT_MODULES]")
     validate.set_defaults(offline_command=catalog_validate)
     add_credentials_parser(sub)
+    add_db_parser(sub)
+    add_instructions_parser(sub, connection)
+    add_user_tools_parser(sub, connection)
     return parser

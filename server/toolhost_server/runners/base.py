@@ -17,6 +17,7 @@ from ..model import ToolSpec
 from ..output_format import DEFAULT_RESULT_FORMAT, ResultFormat
 
 if TYPE_CHECKING:
+    from ..auth.caller import Caller
     from ..telemetry.trace_context import UntracedCall
     from ..tools.base import ToolServices
     from .remote import RemoteCaller
@@ -86,6 +87,10 @@ class Invocation:
     result_format: ResultFormat = DEFAULT_RESULT_FORMAT
     # The authenticated caller's name (its identity): a Python tool gets it as ToolContext.caller.
     caller: str = ""
+    # How the caller authenticated (AuthMethod's value): ToolContext.caller_method.
+    caller_method: str = ""
+    # The caller with its rights: ToolContext.authenticated_caller.
+    authenticated_caller: Caller | None = None
 
 
 def _sync_tool_slots() -> threading.Semaphore:

@@ -9,8 +9,9 @@ no_new_privs (no setuid program regains what the restriction withholds) and rest
 and every process it starts inherits them. Where the kernel has no Landlock, `build_ruleset` returns None and the
 log says once, per kind of confinement, what then goes unconfined.
 
-`confine_writes` is the ruleset for `bash` (writes only beneath the workspace); workspaces/read_confinement.py
-builds the one for grep's rg (reads only beneath the workspace).
+`confine_writes` is the ruleset for `bash` (writes only beneath the workspace, no ioctl on devices, and, with ABI
+6, no signal to and no abstract unix socket of a process outside the call); workspaces/read_confinement.py builds
+the one for grep's rg (reads only beneath the workspace).
 
 The system calls and their structures follow the kernel's uapi header linux/landlock.h; their numbers are the
 same on every architecture (the unified table since Linux 5.1).
@@ -58,6 +59,11 @@ TRUNCATE: Final = 1 << 14  # ABI 3
 IOCTL_DEV: Final = 1 << 15  # ABI 5
 # The rights each ABI version knows: a ruleset handling a right the kernel does not know is refused (EINVAL).
 _RIGHTS_BY_ABI: Final = ((1, (1 << 13) - 1), (2, REFER), (3, TRUNCATE), (5, IOCTL_DEV))
+# Scopes (ABI 6): a scoped process may not signal, or connect to an abstract unix socket of, a process outside
+# its own Landlock domain (each ruleset applied is a domain of its own: one per call).
+SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0
+SCOPE_SIGNAL: Final = 1 << 1
+_SCOPES_ABI: Final = 6
 # Rights a rule on a file (not a directory) may carry: the others concern a directory's entries.
 _FILE_RIGHTS: Final = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 # The rights that change the filesystem (ioctl on devices aside).
@@ -69,9 +75,10 @@ WRITABLE_DEVICES: Final = ("/dev/null", "/dev/zero", "/dev/full")
 
 
 class _RulesetAttr(ctypes.Structure):
-    # Only the first field of struct landlock_ruleset_attr: the kernel takes a shorter structure from an older
-    # caller, and the later fields (network ports, scopes) stay unhandled.
-    _fields_ = (("handled_access_fs", ctypes.c_uint64),)
+    # struct landlock_ruleset_attr up to `scoped` (ABI 6). A kernel older than a field takes the longer structure
+    # as long as the fields it does not know are zero, so `scoped` is set only where the ABI has it.
+    _fields_ = (("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64))
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -142,13 +149,14 @@ class LandlockRuleset:
             self._ruleset_fd = -1
 
 
-def build_ruleset(handled: int, rules: Iterable[PathRule], *, confines: str,
-                  when_absent: str) -> LandlockRuleset | None:
-    """A ruleset handling the rights in `handled` that this kernel knows, allowing them only as `rules` say; None
-    when the kernel has no Landlock, said once in the log with `when_absent` (what then goes unconfined).
-    `confines` names what is confined ("the command's writes") in the message of a child that cannot apply it.
-    Raises OSError when a required rule's path does not exist (its `filename` is that path): a rule that
-    silently went missing would refuse what the caller was promised."""
+def build_ruleset(handled: int, rules: Iterable[PathRule], *, confines: str, when_absent: str,
+                  scoped: int = 0) -> LandlockRuleset | None:
+    """A ruleset handling the rights in `handled` that this kernel knows, allowing them only as `rules` say, and
+    the scopes in `scoped` where the kernel has them (ABI 6); None when the kernel has no Landlock, said once in
+    the log with `when_absent` (what then goes unconfined). `confines` names what is confined ("the command's
+    writes") in the message of a child that cannot apply it. Raises OSError when a required rule's path does not
+    exist (its `filename` is that path): a rule that silently went missing would refuse what the caller was
+    promised."""
     abi = landlock_abi()
     if abi == 0:
         if when_absent not in _said_unconfined:
@@ -156,9 +164,10 @@ def build_ruleset(handled: int, rules: Iterable[PathRule], *, confines: str,
             logger.warning("this kernel offers no Landlock (%s): %s", _absence_reason, when_absent)
         return None
     handled &= supported_rights(abi)
-    ruleset_fd = _checked(_syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
-                                   ctypes.byref(_RulesetAttr(handled)), ctypes.c_size_t(ctypes.sizeof(_RulesetAttr)),
-                                   ctypes.c_uint32(0)), "landlock_create_ruleset")
+    attr = _RulesetAttr(handled, 0, scoped if abi >= _SCOPES_ABI else 0)
+    ruleset_fd = _checked(_syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr),
+                                   ctypes.c_size_t(ctypes.sizeof(_RulesetAttr)), ctypes.c_uint32(0)),
+                          "landlock_create_ruleset")
     try:
         for rule in rules:
             _add_rule(ruleset_fd, rule, handled)
@@ -170,12 +179,15 @@ def build_ruleset(handled: int, rules: Iterable[PathRule], *, confines: str,
 
 def confine_writes(writable: Iterable[str]) -> LandlockRuleset | None:
     """A ruleset allowing writes only beneath the directories in `writable` (which must exist) and to
-    WRITABLE_DEVICES, or None when the kernel has no Landlock. Reading and executing stay allowed everywhere."""
+    WRITABLE_DEVICES, refusing ioctl on devices opened after it applies (ABI 5) and signals to, and abstract unix
+    sockets of, processes outside it (ABI 6); None when the kernel has no Landlock. Reading and executing stay
+    allowed everywhere."""
     rules = [*(PathRule(path, WRITE_RIGHTS) for path in writable),
              *(PathRule(device, WRITE_RIGHTS, required=False) for device in WRITABLE_DEVICES)]
-    return build_ruleset(WRITE_RIGHTS, rules, confines="the command's writes", when_absent=(
-        "commands meant to be confined (bash) run with their writes limited only by the process user's "
-        "permissions"))
+    return build_ruleset(WRITE_RIGHTS | IOCTL_DEV, rules, confines="the command's writes",
+                         scoped=SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET, when_absent=(
+                             "commands meant to be confined (bash) run with their writes limited only by the "
+                             "process user's permissions"))
 
 
 def _add_rule(ruleset_fd: int, rule: PathRule, handled: int) -> None:

@@ -122,6 +122,8 @@ class PythonRunner(Runner):
             credentials=invocation.credentials,
             services=self._services,
             caller=invocation.caller,
+            caller_method=invocation.caller_method,
+            authenticated_caller=invocation.authenticated_caller,
         )
         arguments = dict(invocation.arguments)
         try:

@@ -29,17 +29,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
     Column,
     Connection,
     DateTime,
     Engine,
+    Float,
+    ForeignKey,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
     String,
     Table,
     Text,
+    delete,
     func,
+    insert,
     inspect,
     select,
 )
@@ -113,11 +121,121 @@ def _create_todos(connection: Connection) -> None:
     # A new table: replicas of the previous release, still running during a rolling update, never touch it.
     _create_tables(connection, _version_3_tables)
 
+
+# The user tools' tables as migration 4 creates them, and the conflicts it starts with, frozen here.
+_version_4_tables = MetaData(naming_convention=schema_v1.metadata.naming_convention)
+Table(
+    "user_tools", _version_4_tables,
+    Column("slug", String(64), primary_key=True),
+    Column("name", String(256), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("category", String(100), nullable=False),
+    Column("system_prompt", Text, nullable=False),
+    Column("input_schema", JSON, nullable=False),
+    Column("script", Text, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("timeout_seconds", Float, nullable=True),
+    Column("tags", JSON, nullable=False),
+    Column("credentials", JSON, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+Table(
+    "tool_versions", _version_4_tables,
+    Column("slug", String(64), nullable=False),
+    Column("version", Integer, nullable=False, autoincrement=False),
+    Column("script", Text, nullable=False),
+    Column("system_prompt", Text, nullable=False),
+    Column("input_schema", JSON, nullable=False),
+    Column("changed_by", String(256), nullable=False),
+    Column("change", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("slug", "version"),
+)
+_tool_conflicts_v4 = Table(
+    "tool_conflicts", _version_4_tables,
+    Column("tool_a", String(128), nullable=False),
+    Column("tool_b", String(128), nullable=False),
+    Column("type", String(16), nullable=False),
+    Column("resolution_hint", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("tool_a", "tool_b"),
+)
+# PocketDev's seeded pairs: toolhost's file and shell tools do what the CLI providers' own tools do.
+_conflicts_v4 = tuple(
+    {"tool_a": tool, "tool_b": f"native:{native}", "type": "equivalent",
+     "resolution_hint": f"use the CLI provider's native {native} instead of {tool}"}
+    for tool, native in (("bash", "Bash"), ("read", "Read"), ("edit", "Edit"), ("glob", "Glob"), ("grep", "Grep")))
+
+
+def _create_user_tools(connection: Connection) -> None:
+    # New tables only: replicas of the previous release, still running during a rolling update, never touch them.
+    _create_tables(connection, _version_4_tables)
+    now = datetime.now(UTC)
+    connection.execute(insert(_tool_conflicts_v4), [{**row, "created_at": now, "updated_at": now}
+                                                     for row in _conflicts_v4])
+
+
+# The memory tools' tables as migration 5 creates them, frozen here.
+_version_5_tables = MetaData(naming_convention=schema_v1.metadata.naming_convention)
+Table(
+    "memory_structures", _version_5_tables,
+    Column("name", String(63), primary_key=True),
+    Column("description", Text, nullable=False),
+    Column("record_schema", JSON, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+Table(
+    "memory_records", _version_5_tables,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("structure", String(63), ForeignKey("memory_structures.name"), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("updated_by", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_memory_records_structure", "structure"),
+)
+Table(
+    "memory_query_role", _version_5_tables,
+    Column("role", String(63), primary_key=True),
+    Column("password", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+
+def _create_memory(connection: Connection) -> None:
+    # New tables only: replicas of the previous release, still running during a rolling update, never touch them.
+    _create_tables(connection, _version_5_tables)
+
+# The todos table as migration 6 empties it, frozen here (only the name matters).
+_todos_v6 = Table("todos", MetaData(), Column("owner", String(256), nullable=False))
+
+
+def _remove_todos_of_bare_names(connection: Connection) -> None:
+    # Until now a list was kept under the caller's bare name, which a token, a client certificate and an auth-file
+    # entry named "anonymous" could share; from now on under `method:name`. Which method wrote a row is not
+    # recorded, so no row can be given to its caller, and one kept under a name such as "token:alice" would reach
+    # the token alice: every row goes.
+    removed = connection.execute(delete(_todos_v6)).rowcount
+    logger.info("migration 6 removed %d todo items kept under a bare caller name", removed)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the credentials, audit_records and logs tables (toolhost before schema versions)",
               _create_version_1_tables),
     Migration(2, "audit_records.argument_key_count (0 for older rows)", _add_argument_key_count),
     Migration(3, "the todos table (the todo tool's lists)", _create_todos),
+    Migration(4, "the user_tools, tool_versions and tool_conflicts tables (user tools and tool conflicts)",
+              _create_user_tools),
+    Migration(5, "the memory_structures, memory_records and memory_query_role tables (the memory tools)",
+              _create_memory),
+    Migration(6, "todos.owner is the caller's auth method and name (the lists kept under a bare name removed)",
+              _remove_todos_of_bare_names),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -167,6 +285,10 @@ def _has_toolhost_tables(connection: Connection) -> bool:
 
 def _create_latest_schema(connection: Connection) -> None:
     _create_tables(connection, schema.metadata)
+    now = datetime.now(UTC)
+    for table_name, rows in schema.SEED_ROWS.items():
+        connection.execute(insert(schema.metadata.tables[table_name]),
+                           [{**row, "created_at": now, "updated_at": now} for row in rows])
     _record_version(connection, LATEST_VERSION, "created at this version")
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
+    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -97,4 +99,99 @@ todos = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     PrimaryKeyConstraint("owner", "session", "id"),
+)
+
+# User tools (toolhost_server.user_tools): tools made at run time, PocketDev's `pocket_tools`. `slug` is the
+# tool's name in the registry; `version` the latest row of tool_versions; `created_by` the caller who made it.
+# `tags` and `credentials` are JSON lists of names.
+user_tools = Table(
+    "user_tools", metadata,
+    Column("slug", String(64), primary_key=True),
+    Column("name", String(256), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("category", String(100), nullable=False),
+    Column("system_prompt", Text, nullable=False),
+    Column("input_schema", JSON, nullable=False),
+    Column("script", Text, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("timeout_seconds", Float, nullable=True),
+    Column("tags", JSON, nullable=False),
+    Column("credentials", JSON, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+# One row per change of a user tool: what its script, system prompt and schema were at that version, who made
+# the change and what it was ("create", "update", "restore of version N"). Removed with the tool.
+tool_versions = Table(
+    "tool_versions", metadata,
+    Column("slug", String(64), nullable=False),
+    Column("version", Integer, nullable=False, autoincrement=False),
+    Column("script", Text, nullable=False),
+    Column("system_prompt", Text, nullable=False),
+    Column("input_schema", JSON, nullable=False),
+    Column("changed_by", String(256), nullable=False),
+    Column("change", String(64), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("slug", "version"),
+)
+
+# Conflicts between two tools (PocketDev's tool_conflicts): `type` is "equivalent" or "incompatible". The pair is
+# unordered and stored with the smaller name first, so that it has one row; `native:Name` is a CLI provider's own
+# tool. A new database starts with SEED_ROWS' pairs.
+tool_conflicts = Table(
+    "tool_conflicts", metadata,
+    Column("tool_a", String(128), nullable=False),
+    Column("tool_b", String(128), nullable=False),
+    Column("type", String(16), nullable=False),
+    Column("resolution_hint", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    PrimaryKeyConstraint("tool_a", "tool_b"),
+)
+
+# Rows a new database starts with, by table name (migrations.py inserts them after creating the tables; the
+# migration that created each table inserted its own frozen copy). The times are set when inserted.
+SEED_ROWS: dict[str, tuple[dict[str, str], ...]] = {
+    "tool_conflicts": tuple(
+        {"tool_a": tool, "tool_b": f"native:{native}", "type": "equivalent",
+         "resolution_hint": f"use the CLI provider's native {native} instead of {tool}"}
+        for tool, native in (("bash", "Bash"), ("read", "Read"), ("edit", "Edit"), ("glob", "Glob"),
+                             ("grep", "Grep"))),
+}
+
+# The memory tools' structures (toolhost_server.memory): a name (also its view's, for memory_query), what it is
+# for, and the JSON Schema each of its records must satisfy. Memory is shared by every caller allowed the tools.
+memory_structures = Table(
+    "memory_structures", metadata,
+    Column("name", String(63), primary_key=True),
+    Column("description", Text, nullable=False),
+    Column("record_schema", JSON, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+# One row per record of a structure; `data` satisfies the structure's record_schema. Relationships between records
+# are ids inside `data` (PocketDev's design), so the table has no link but to its structure.
+memory_records = Table(
+    "memory_records", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True),
+    Column("structure", String(63), ForeignKey("memory_structures.name"), nullable=False),
+    Column("data", JSON, nullable=False),
+    Column("created_by", String(256), nullable=False),
+    Column("updated_by", String(256), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_memory_records_structure", "structure"),
+)
+
+# PostgreSQL only: the login role memory_query runs as, made by `toolhost db init-memory-role`, and its password.
+# Only the server's own user reads this table; the role itself may read nothing but the memory views.
+memory_query_role = Table(
+    "memory_query_role", metadata,
+    Column("role", String(63), primary_key=True),
+    Column("password", Text, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
 )

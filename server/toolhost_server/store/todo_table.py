@@ -1,4 +1,5 @@
-"""The todos table: the todo tool's lists, one per caller identity (`owner`) and session, written at once.
+"""The todos table: the todo tool's lists, one per caller identity (`owner`: the caller's auth method and name,
+`token:alice`, since schema version 6) and session, written at once.
 
 Not through a batch writer like the audit trail: a change is committed before the tool answers, so a list the
 caller was told about survives a crash or restart. Blocking: the tool calls it in a thread.
@@ -64,10 +65,10 @@ class TodoTable:
     """Reads and changes the lists of one owner at a time; every method is one transaction.
 
         table = TodoTable(store)
-        table.add("alice", "default", "write the tests", "pending", max_items=500, max_lists=100)
-        table.update("alice", "default", 1, status="completed")
-        table.read("alice", "default").items
-        table.clear("alice", "default").cleared    # 1
+        table.add("token:alice", "default", "write the tests", "pending", max_items=500, max_lists=100)
+        table.update("token:alice", "default", 1, status="completed")
+        table.read("token:alice", "default").items
+        table.clear("token:alice", "default").cleared    # 1
     """
 
     def __init__(self, store: Store) -> None:

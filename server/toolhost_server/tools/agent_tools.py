@@ -24,7 +24,7 @@ MAX_TODO_CONTENT_CHARS = 4000
 MAX_TODO_ITEMS = 500
 MAX_TODO_LISTS = 100  # per caller identity: a caller cannot fill the database by inventing sessions
 MAX_SESSION_CHARS = 128
-MAX_OWNER_CHARS = 256  # the todos.owner column
+MAX_OWNER_CHARS = 256  # the todos.owner column: the caller's method and name
 MAX_COMPLETION_CHARS = 100_000
 MAX_COMMAND_CHARS = 4000
 
@@ -175,16 +175,19 @@ def _todo_table(context: ToolContext) -> TodoTable:
 
 
 def _owner(context: ToolContext) -> str:
-    """Whose lists the call works on: the authenticated caller's name, as the store can keep it."""
-    if not context.caller:  # the pipeline always names the caller; only a direct run can get here
+    """Whose lists the call works on: `method:name` (token:alice), as the store can keep it. The name alone
+    would let a token and a client certificate both named alice, or an auth-file entry named anonymous and
+    every unauthenticated caller, share lists. A method holds no ":", so the key splits one way only."""
+    if not context.caller or not context.caller_method:  # the pipeline names both; only a direct run can get here
         raise RuntimeError(f"{context.tool_name} was run without a caller identity")
-    if len(context.caller) > MAX_OWNER_CHARS or "\x00" in context.caller:
+    owner = f"{context.caller_method}:{context.caller}"
+    if len(owner) > MAX_OWNER_CHARS or "\x00" in owner:
         # Cut or escaped, two identities could share lists; such a name (a client certificate's) is refused.
         raise ToolRaisedFailure(
-            f"your identity (the name the server authenticated you as) is longer than {MAX_OWNER_CHARS} characters "
-            "or holds a NUL, so no todo list can be kept for it; ask the operator to name you in the auth file",
-            "CALLER_NAME_UNUSABLE")
-    return context.caller
+            f"your identity (the name the server authenticated you as) is longer than "
+            f"{MAX_OWNER_CHARS - len(context.caller_method) - 1} characters or holds a NUL, so no todo list can be "
+            "kept for it; ask the operator to name you in the auth file", "CALLER_NAME_UNUSABLE")
+    return owner
 
 
 async def _in_store(change: Callable[[], T], context: ToolContext) -> T:

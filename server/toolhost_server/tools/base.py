@@ -13,11 +13,15 @@ from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import Annotations, Example, Parameter
 
 if TYPE_CHECKING:
+    from ..auth.caller import Caller
     from ..logs.inspector import LogInspector
+    from ..memory.table import MemoryTable
+    from ..pipeline import CallRequest, CallResult
     from ..runners.base import RunOutcome
     from ..runners.process_launch import ChildCommand
     from ..search.service import SearchService
     from ..store.todo_table import TodoTable
+    from ..user_tools.service import UserTools
     from ..workspaces.workspace_set import WorkspaceSet
 
 
@@ -41,6 +45,15 @@ class ToolServices:
     process_identity: tuple[int, int] | None = None
     # The index of the search roots (Config.search_roots): the file search tools' data; None without roots.
     search: SearchService | None = None
+    # The memory tools' structures and records, in the store: shared by every caller allowed those tools.
+    memory: MemoryTable | None = None
+    # The user tools (UserTools checks the rights) and the call pipeline: the tool-management tools' (tool_create
+    # ... tool_run) way to the same core as UserToolService and CallTool. Functions, since both are built after
+    # these services (the user tools' runners get them too).
+    user_tools: Callable[[], UserTools] | None = None
+    call_tool: Callable[[CallRequest], Awaitable[CallResult]] | None = None
+    # The server's max_output_bytes: a tool that bounds its own output (read, bash) keeps under the smaller.
+    max_output_bytes: int = 1024 * 1024
 
 
 NO_SERVICES = ToolServices()
@@ -61,8 +74,14 @@ class ToolContext:
     # context.credentials["winrm"]["password"]. Never log or return them; the server redacts them anyway.
     credentials: ResolvedCredentials = NO_CREDENTIALS
     services: ToolServices = NO_SERVICES
-    # The authenticated caller's name: its identity, by which a tool keeps data per caller ("" outside a call).
+    # The authenticated caller's name ("" outside a call). Two callers may share a name through different
+    # methods (a token and a certificate both named alice): data kept per caller is keyed by both.
     caller: str = ""
+    # How the caller authenticated: "token", "mtls", "anonymous" or "trusted_unix_socket".
+    caller_method: str = ""
+    # The caller itself, with its rights: for a tool that asks the core to act for it (tool_create); None
+    # outside a call.
+    authenticated_caller: Caller | None = None
 
     def report_progress(self, progress: float, total: float | None = None, message: str = "") -> None:
         """Tell a streaming caller how far the tool got (in its own unit; `total` when known). Callable from

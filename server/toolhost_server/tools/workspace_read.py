@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import fnmatch
 import heapq
 import json
@@ -13,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..model import Annotations, Example, Parameter
+from ..workspaces.paths import shown_name
 from ..workspaces.reading import MAX_LINE_CHARS, Line, LinesRead, read_lines
 from ..workspaces.workspace_set import ServedWorkspace
 from .base import ToolContext, ToolOutput
@@ -59,15 +59,16 @@ class ReadTool(WorkspaceTool):
     description = (
         "Reads a text file of the workspace as numbered lines (`cat -n` style: the line number, a tab, the "
         "line). `offset` is the first line (1-based); a negative offset counts from the end (-100: the last 100 "
-        f"lines). At most `limit` lines (default {DEFAULT_LIMIT}) and {READ_OUTPUT_BYTES // 1024} KiB are "
-        f"returned; a line over {MAX_LINE_CHARS} characters is cut and marked. When more remain, the text says "
-        "so and `next_offset` is the offset to read on from. Works on files of any size: only the lines asked "
-        "for are read, and a file over the workspace's max_file_bytes read with a negative offset is numbered "
-        "from its end (-1: the last line). The CR of CR LF line endings is not shown (`crlf` says there were "
-        "some). The structured output has the file's sha256 (for write and edit's expected_sha256; null for a "
-        "file over max_file_bytes) and total_lines when the read reached the end. A "
-        "binary file (a NUL byte in its first 8 KiB, or not UTF-8) fails with BINARY_FILE, a directory with "
-        "IS_A_DIRECTORY (use ls), a missing file with FILE_NOT_FOUND.")
+        f"lines). At most `limit` lines (default {DEFAULT_LIMIT}) and {READ_OUTPUT_BYTES // 1024} KiB (or the "
+        f"server's max_output_bytes, if smaller) are returned; a line over {MAX_LINE_CHARS} characters is cut "
+        "and marked. When more remain, the text says so and `next_offset` is the offset to read on from. Works "
+        "on files of any size: only the lines asked for are read, and a file over the workspace's "
+        "max_file_bytes read with a negative offset is numbered from its end (-1: the last line). The CR of "
+        "CR LF line endings is not shown (`crlf` says there were some). The structured output has the file's "
+        "sha256 (for write and edit's expected_sha256; null for a file over max_file_bytes) and total_lines "
+        "when the read reached the end. A binary file (a NUL byte in its first 8 KiB, or not UTF-8) fails with "
+        "BINARY_FILE, a directory with IS_A_DIRECTORY (use ls), a missing file with FILE_NOT_FOUND, one the "
+        "server may not read with ACCESS_DENIED, one that kept changing while it was opened with FILE_CHANGED.")
     tags = ("files", "read")
     parameters = (
         Parameter("path", "string", "The file, relative to the workspace root (or absolute inside it).",
@@ -88,26 +89,21 @@ class ReadTool(WorkspaceTool):
     annotations = _READ_ONLY
 
     async def run_in(self, served: ServedWorkspace, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        return await asyncio.to_thread(self._read, served, arguments)
+        # The operator's max_output_bytes bounds every tool's output; read's own bound may only be lower.
+        cap = min(type(self).max_output_bytes or READ_OUTPUT_BYTES, context.services.max_output_bytes)
+        return await self.in_thread(self._read, served, arguments, cap)
 
-    def _read(self, served: ServedWorkspace, arguments: Mapping[str, Any]) -> ToolOutput:
+    def _read(self, served: ServedWorkspace, arguments: Mapping[str, Any], cap: int) -> ToolOutput:
         # Everything is read from this one fd: a path swapped meanwhile cannot change what is read.
         with served.paths.open(arguments["path"], argument="path", kind="file") as opened:
-            cap = type(self).max_output_bytes or READ_OUTPUT_BYTES
             # Room for what surrounds the lines: the notes of the text, the other fields of the structured
             # output (the path twice over, for a pretty rendering's escapes).
-            reserve = 1024 + 2 * len(json.dumps(shown_name(opened.relative)).encode())
+            reserve = 1024 + 2 * len(json.dumps(opened.relative).encode())
             read = read_lines(opened.fd, opened.relative, offset=int(arguments["offset"]),
                               limit=int(arguments["limit"]), budget=max(cap - reserve, 1), line_cost=_line_cost,
                               whole_file_bytes=served.workspace.max_file_bytes)
         return ToolOutput(text=_read_text(read, int(arguments["offset"]), cap),
-                          structured=_read_structured(read, shown_name(opened.relative)))
-
-
-def shown_name(name: str) -> str:
-    """A file name or path for an answer. One that is not UTF-8 (a path resolved through a symlink, a listed
-    name) holds surrogates that no JSON string or protobuf can carry: its odd bytes are shown as \\xNN."""
-    return os.fsencode(name).decode("utf-8", "backslashreplace")
+                          structured=_read_structured(read, opened.relative))
 
 
 class LoadTool(ReadTool):
@@ -191,7 +187,8 @@ class LsTool(WorkspaceTool):
         "(files) and modification time (ISO 8601, UTC), sorted by name, at most "
         f"{MAX_LS_ENTRIES} (then `truncated` is true). Symlinks are listed as symlinks, not followed; their "
         "targets are not shown. `ignore` leaves out entries whose name matches any of its glob patterns "
-        "(such as '*.pyc' or 'node_modules').")
+        "(such as '*.pyc' or 'node_modules'). A file fails with NOT_A_DIRECTORY (use read), a missing "
+        "directory with FILE_NOT_FOUND.")
     tags = ("files", "list")
     parameters = (
         Parameter("path", "string", "The directory, relative to the workspace root; default: the root.",
@@ -209,7 +206,7 @@ class LsTool(WorkspaceTool):
     annotations = _READ_ONLY
 
     async def run_in(self, served: ServedWorkspace, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        return await asyncio.to_thread(_list, served, arguments["path"], tuple(arguments["ignore"]))
+        return await self.in_thread(_list, served, arguments["path"], tuple(arguments["ignore"]))
 
 
 def _list(served: ServedWorkspace, path: str, ignore: tuple[str, ...]) -> ToolOutput:
@@ -228,7 +225,7 @@ def _list(served: ServedWorkspace, path: str, ignore: tuple[str, ...]) -> ToolOu
         # The first entries by name without holding a huge directory's every entry.
         first = heapq.nsmallest(MAX_LS_ENTRIES, listed(), key=lambda entry: entry.name)
         entries = [described for described in map(_entry, first) if described is not None]
-    structured = {"path": shown_name(opened.relative), "entries": entries, "total_entries": total,
+    structured = {"path": opened.relative, "entries": entries, "total_entries": total,
                   "truncated": total > len(first)}
     return ToolOutput(text=_ls_text(structured), structured=structured)
 

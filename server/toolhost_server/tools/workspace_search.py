@@ -12,17 +12,20 @@ workspace only, where the kernel offers it (workspaces/read_confinement.py).
 from __future__ import annotations
 
 import asyncio
-import os
+import dataclasses
+import fnmatch
+import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..errors import FieldViolation, InvalidArgumentsError
 from ..model import Annotations, Example, Parameter
 from ..workspaces.globbing import GlobMatches, GlobPattern, find_matches
-from ..workspaces.paths import Kind, OpenedPath, PathSanitizer
+from ..workspaces.paths import Kind, OpenedPath, PathSanitizer, shown_name
 from ..workspaces.read_confinement import confine_reads
 from ..workspaces.ripgrep import (
+    ANSWER_RESERVE_BYTES,
     MAX_LINE_CHARS,
     OUTPUT_MODES,
     RIPGREP_MISSING,
@@ -41,6 +44,7 @@ MAX_GLOB_RESULTS: Final = 1000
 MAX_GREP_LIMIT: Final = 1000
 MAX_CONTEXT_LINES: Final = 20
 MAX_PATTERN_CHARS: Final = 10_000
+_GLOB_WILDCARDS: Final = frozenset("*?[{")
 
 _PATH_TO_SEARCH = "Directory to search, relative to the workspace root (default: the root)."
 
@@ -105,13 +109,13 @@ class GlobTool(WorkspaceTool):
         pattern = GlobPattern.parse(arguments["pattern"])
         stop = threading.Event()
         try:
-            where, found = await asyncio.to_thread(_glob, served.paths, arguments["path"], pattern, stop)
+            where, found = await self.in_thread(_glob, served.paths, arguments["path"], pattern, stop)
         finally:
             stop.set()  # a cancelled call's walk ends at its next directory
         prefix = "" if where == "." else f"{where}/"
-        files = [_shown(prefix + path) for path in found.paths]
+        files = _within(context.services.max_output_bytes, (shown_name(prefix + path) for path in found.paths))
         return ToolOutput(text=_glob_text(files, found, pattern.text, where), structured={
-            "files": files, "matched": found.matched, "truncated": found.truncated,
+            "files": files, "matched": found.matched, "truncated": found.matched > len(files),
             "unreadable_directories": found.unreadable_directories})
 
 
@@ -125,7 +129,8 @@ class GrepTool(WorkspaceTool):
         "shows the matching lines with their numbers (and `context` lines around them), count gives matching "
         "lines per file. Files ignored by .gitignore, .ignore or .rgignore, hidden files and binary files are "
         "skipped (`no_ignore` searches ignored files too); symlinks are not followed. At most `limit` results; "
-        "`truncated` says when there were more. Paths are relative to the workspace root.")
+        "`truncated` says when there were more (or when more would not fit the output limit). Paths, and `glob`, are "
+        "relative to the workspace root.")
     tags = ("files", "search", "workspace", "ripgrep")
     parameters = (
         Parameter("pattern", "string", "Regular expression to search for (ripgrep's syntax).", required=True,
@@ -133,7 +138,9 @@ class GrepTool(WorkspaceTool):
         Parameter("path", "string", "File or directory to search, relative to the workspace root (default: the "
                                     "root).", default="."),
         Parameter("glob", "string", "Only files whose path matches this glob, in ripgrep's --glob syntax: *.py, "
-                                    "src/**/*.ts, or !*.min.js to leave files out.",
+                                    "src/**/*.ts, or !*.min.js to leave files out. Like the results, it is "
+                                    "relative to the workspace root, not to `path` (path=src, glob=src/*.py); "
+                                    "one without '/' matches a name at any depth.",
                   schema={"maxLength": MAX_PATTERN_CHARS}),
         Parameter("output_mode", "string", "content (matching lines), files_with_matches (file paths) or count "
                                            "(matching lines per file).", default="files_with_matches",
@@ -171,9 +178,15 @@ class GrepTool(WorkspaceTool):
         if program is None:  # removed since the server started
             raise ToolRaisedFailure(f"{RIPGREP_MISSING} on this server; an operator installs it (Debian: "
                                     "apt-get install ripgrep)", "PROGRAM_NOT_FOUND")
-        opened = await _open(served.paths, arguments["path"], "any")
+        opened = await _open(self, served.paths, arguments["path"], "any")
         try:
-            found = await _search(program, query, opened, served.paths.root)
+            if opened.is_directory and opened.relative != "." and query.glob:
+                glob = _glob_below(query.glob, opened.relative)
+                if glob is None:  # it names no file below `path`
+                    return ToolOutput(text=_grep_text(RipgrepResult(), query),
+                                      structured=_grep_structured(RipgrepResult(), query))
+                query = dataclasses.replace(query, glob=glob)
+            found = await _search(self, program, query, opened, served.paths.root, context.services)
         except RipgrepRefused as exc:
             raise InvalidArgumentsError(context.tool_name, [FieldViolation(f"/{exc.argument}", exc.message)]) \
                 from None
@@ -194,11 +207,15 @@ class SearchContentTool(GrepTool):
         "the arguments and results.")
 
 
-async def _search(program: str, query: RipgrepQuery, opened: OpenedPath, root: str) -> RipgrepResult:
+async def _search(tool: WorkspaceTool, program: str, query: RipgrepQuery, opened: OpenedPath, root: str,
+                  services: ToolServices) -> RipgrepResult:
     """rg over what the sanitizer opened, reached through its descriptor, never by its path again, and kept by
-    Landlock (where the kernel has it) from reading anything outside the workspace `root` meanwhile."""
-    confinement = await asyncio.to_thread(confine_reads, (root,), program)
+    Landlock (where the kernel has it) from reading anything outside the workspace `root` meanwhile. It runs as
+    the process user: what it reads is bounded by that user's rights too, Landlock or not. Its results are
+    bounded by the server's max_output_bytes."""
+    confinement = await tool.in_thread(confine_reads, (root,), program)
     restrict = confinement.restrict_self if confinement is not None else None
+    user, budget = services.process_identity, services.max_output_bytes
     try:
         if opened.is_directory:
             # rg's working directory is the opened directory itself (entered through the descriptor by the
@@ -206,19 +223,20 @@ async def _search(program: str, query: RipgrepQuery, opened: OpenedPath, root: s
             # (inside the workspace) apply.
             prefix = "" if opened.relative == "." else f"{opened.relative}/"
             return await run_ripgrep(program, query, cwd=f"/proc/self/fd/{opened.fd}", target=".",
-                                     shown_as=lambda path: _shown(prefix + path.removeprefix("./")),
-                                     before_exec=restrict)
+                                     shown_as=lambda path: shown_name(prefix + path.removeprefix("./")),
+                                     before_exec=restrict, user=user, max_output_bytes=budget)
         relative = opened.relative
         return await run_ripgrep(program, query, cwd="/", target=f"/proc/self/fd/{opened.fd}",
-                                 shown_as=lambda _: _shown(relative), pass_fds=(opened.fd,), before_exec=restrict)
+                                 shown_as=lambda _: relative, pass_fds=(opened.fd,), before_exec=restrict,
+                                 user=user, max_output_bytes=budget)
     finally:
         if confinement is not None:
             confinement.close()
 
 
-async def _open(paths: PathSanitizer, path: object, kind: Kind) -> OpenedPath:
+async def _open(tool: WorkspaceTool, paths: PathSanitizer, path: object, kind: Kind) -> OpenedPath:
     """paths.open in a worker thread; what it opens is closed again if the call is cancelled meanwhile."""
-    opening = asyncio.ensure_future(asyncio.to_thread(paths.open, path, argument="path", kind=kind))
+    opening = asyncio.ensure_future(tool.in_thread(paths.open, path, argument="path", kind=kind))
     try:
         return await asyncio.shield(opening)
     except asyncio.CancelledError:
@@ -250,10 +268,39 @@ def _program_argument(value: str, argument: str, tool: str) -> str:
     return value
 
 
-def _shown(path: str) -> str:
-    """A path for the caller: a name that is not UTF-8 (kept by os as surrogate escapes) shows its bytes as \\xNN,
-    so that the result is always valid text."""
-    return os.fsencode(path).decode("utf-8", errors="backslashreplace")
+def _within(max_output_bytes: int, paths: Iterable[str]) -> list[str]:
+    """The first `paths` that fit the answer, each counted at its JSON size (a control character in a name takes
+    six bytes), so that 1,000 long names never make an answer the server refuses whole."""
+    budget = max(max_output_bytes - ANSWER_RESERVE_BYTES, max_output_bytes // 2)
+    kept: list[str] = []
+    for path in paths:
+        budget -= len(json.dumps(path, ensure_ascii=False).encode()) * 2 + 8  # in the text and the structured
+        if budget < 0:
+            break
+        kept.append(path)
+    return kept
+
+
+def _glob_below(glob: str, where: str) -> str | None:
+    """grep's `glob` (matched against paths from the workspace root, as the results show them) as rg matches it
+    from the directory `where` it searches: the components that lead to `where` taken off and the rest anchored
+    there. A glob without '/' (a name at any depth) or starting with '**/' is the same either way. None: it
+    names nothing below `where` (a negated one then leaves nothing out: "")."""
+    negated = glob.startswith("!")
+    body = glob[1:] if negated else glob
+    sign = "!" if negated else ""
+    if "/" not in body.rstrip("/") or body.startswith("**/"):
+        return glob
+    parts = body.lstrip("/").split("/")
+    for index, directory in enumerate(where.split("/")):
+        if index >= len(parts) - 1:  # it names `where` or a directory above it, not a file below
+            return "" if negated else None
+        part = parts[index]
+        if part == "**":  # it may take the rest of `where` too
+            return f"{sign}/{'/'.join(parts[index:])}"
+        if not (part == directory or (_GLOB_WILDCARDS & set(part) and fnmatch.fnmatchcase(directory, part))):
+            return "" if negated else None
+    return f"{sign}/{'/'.join(parts[len(where.split('/')):])}"
 
 
 def _glob_text(files: list[str], found: GlobMatches, pattern: str, where: str) -> str:

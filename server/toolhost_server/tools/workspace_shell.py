@@ -1,14 +1,20 @@
 """bash (and drowcoder's name for it, execute): a shell command run in a workspace's directory the way process
 tools run their programs.
 
-The command is `/bin/bash -c COMMAND` through runners.process_launch (ToolServices.run_process): as the process
-user, with a minimal environment (nothing of the server's own, so none of its secrets), stdin from /dev/null, its
-own session and cgroup, output capped per stream, and every process it started stopped when the call ends; the
-pipeline redacts what it returns. HOME and TMPDIR are a private directory of the call, removed after it.
+The command is `/bin/bash -c -- COMMAND` through runners.process_launch (ToolServices.run_process): as the
+process user, with a minimal environment (nothing of the server's own, so none of its secrets), stdin from
+/dev/null, its own session and cgroup, output capped per stream, and every process it started stopped when the
+call ends; the pipeline redacts what it returns. HOME and TMPDIR are a private directory of the call, removed after it.
+
+It is served only where it runs as a user other than the server's (a root server whose process_user is not
+root), unless a workspace accepts the risk with bash_as_server_user: as the server's own user, a command reads
+the server's credentials and database, and redaction does not stop a command that encodes what it prints.
 
 It is not confined to the workspace: the command reads whatever the process user may read, and reaches the
 network. Where the kernel offers Landlock (runners.landlock) its writes are: only beneath the workspace (none
-there when the workspace is read-only), in the call's own directory, and to /dev/null and the like.
+there when the workspace is read-only), in the call's own directory, and to /dev/null and the like; with Landlock
+ABI 6, it can neither signal nor reach through abstract unix sockets any process outside its own call (other
+callers' commands run as the same process user).
 
 A command that exits non-zero (or is killed by a signal) is NON_ZERO_EXIT, as for a process tool: success=false,
 exit_code set, and its output (stdout, stderr) returned with the failure, since a failing build's output is
@@ -37,7 +43,6 @@ from .base import ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
 from .workspace_tool import NO_WORKSPACES, WORKSPACE_PARAMETER, WorkspaceTool, workspaces_of
 
 SHELL: Final = "/bin/bash"
-NO_BASH_WORKSPACE: Final = "no workspace allows bash (set allow_bash: true on one in the workspaces setting)"
 # The text and the structured output together stay under this; each stream keeps a quarter of it, so that both
 # streams, JSON-escaped, fit the structured output.
 BASH_OUTPUT_BYTES: Final = 1024 * 1024
@@ -69,8 +74,9 @@ class BashTool(WorkspaceTool):
     display_name = "Bash"
     description = (
         "Runs a shell command with /bin/bash -c in the workspace's directory and returns its exit code, stdout "
-        "and stderr (a non-zero exit code is reported, not an error). It runs as the server's process user with "
-        "a minimal environment and no stdin; every process it starts is stopped when it ends or times out. "
+        "and stderr (a non-zero exit code is reported, not an error). It runs as the server's process user (a "
+        "user other than the server's, the same for every caller) with a minimal environment and no stdin; "
+        "every process it starts is stopped when it ends or times out. "
         "It is NOT confined to the workspace: it can read any file that user can read and reach the network. "
         "Where the kernel offers Landlock, its writes are limited to the workspace (none in a read-only one) "
         "and a private temporary directory (HOME and TMPDIR). Only workspaces with allow_bash run it.")
@@ -97,21 +103,19 @@ class BashTool(WorkspaceTool):
         workspaces = services.workspaces
         if not workspaces:
             return NO_WORKSPACES
-        if workspaces.shell_refusal:
-            return workspaces.shell_refusal
-        if not workspaces.with_bash:
-            return NO_BASH_WORKSPACE
+        if refusal_of_bash := workspaces.bash_refusal():
+            return refusal_of_bash
         if services.run_process is None:
             return "this server runs no processes for Python tools"
         return ""
 
     async def run_in(self, served: ServedWorkspace, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        allowed = workspaces_of(context).with_bash
-        if served not in allowed:
-            names = ", ".join(repr(w.name) for w in allowed) or "none"
+        workspaces = workspaces_of(context)
+        # Checked here too, not only by unserved_because: a catalog file may serve this class under another name.
+        if why := workspaces.bash_refusal(served):
+            names = ", ".join(repr(w.name) for w in workspaces.with_bash) or "none"
             raise InvalidArgumentsError(context.tool_name, [FieldViolation("/workspace", (
-                f"workspace {served.name!r} does not allow bash; workspaces that do: {names} (list_workspaces "
-                "shows them; an operator enables it with allow_bash: true)"))])
+                f"{why}; workspaces where bash runs: {names} (list_workspaces shows them)"))])
         command = arguments["command"]
         problem = refusal(command, allow_leading_dash=True)
         if problem:
@@ -120,7 +124,9 @@ class BashTool(WorkspaceTool):
         if arguments.get("timeout_seconds") is not None:
             seconds = min(float(arguments["timeout_seconds"]), seconds)
         outcome, confined = await _run(served, command, seconds, context)
-        result = _output(served, outcome, confined, type(self).max_output_bytes or BASH_OUTPUT_BYTES)
+        # The operator's max_output_bytes bounds every tool's output; bash's own bound may only be lower.
+        limit = min(type(self).max_output_bytes or BASH_OUTPUT_BYTES, context.services.max_output_bytes)
+        result = _output(served, outcome, confined, limit)
         if outcome.failure is not None:
             raise ToolRaisedFailure(outcome.failure.message, outcome.failure.code, output=result,
                                     exit_code=outcome.exit_code)
@@ -152,9 +158,10 @@ async def _run(served: ServedWorkspace, command: str, seconds: float, context: T
                 raise
             raise _unreachable(served) from None
         child = ChildCommand(
-            tool=context.tool_name, argv=(SHELL, "-c", command), program="bash", cwd=served.workspace.path,
+            # "--": a command starting with "-" is the command, not more options of bash's.
+            tool=context.tool_name, argv=(SHELL, "-c", "--", command), program="bash", cwd=served.workspace.path,
             env={"HOME": call_dir, "TMPDIR": call_dir}, identity=identity,
-            max_output_bytes=BASH_OUTPUT_BYTES // 4,
+            max_output_bytes=min(BASH_OUTPUT_BYTES, services.max_output_bytes) // 4,
             before_exec=confinement.restrict_self if confinement is not None else None)
         try:
             async with asyncio.timeout(seconds):

@@ -1,16 +1,33 @@
-"""What every workspace tool shares: served only where workspaces are configured, the `workspace` argument, and
-files' states reported as the tool's own failures."""
+"""What every workspace tool shares: served only where workspaces are configured, the `workspace` argument,
+files' states reported as the tool's own failures, and worker threads of its own for blocking file work.
+
+Each tool (an alias shares its target's) has its own pool of TOOL_THREADS threads, not asyncio's default
+executor: a thread cannot be stopped, so work that outlives its call (a huge tree walked, a slow disk) holds its
+thread, and in a shared pool six such calls would stop every file tool, `read` included. In a pool per tool
+they hold only their own tool's. The pools belong to the process, as asyncio's default executor does (their
+threads may outlive a server), and each is made when first used.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import functools
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Final, TypeVar
 
 from ..model import Parameter
 from ..workspaces.paths import FileStateError
 from ..workspaces.workspace_set import ServedWorkspace, WorkspaceSet
+from ..workspaces.writing import ChangeGate
 from .base import Tool, ToolContext, ToolRaisedFailure, ToolServices
+
+T = TypeVar("T")
+
+TOOL_THREADS: Final = 4
 
 WORKSPACE_PARAMETER = Parameter(
     "workspace", "string", "The workspace to work in, by name (list_workspaces shows them); default: the first.")
@@ -43,7 +60,34 @@ class WorkspaceTool(Tool, ABC):
 
     @abstractmethod
     async def run_in(self, served: ServedWorkspace, arguments: Mapping[str, Any], context: ToolContext) -> Any:
-        """Carry out one call in the workspace `served` (blocking file work in a thread: asyncio.to_thread)."""
+        """Carry out one call in the workspace `served` (blocking file work in a thread: in_thread)."""
+
+    async def in_thread(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """function(*args, **kwargs) in a thread of this tool's own pool (see the module docstring). Cancelled,
+        the call returns at once and the thread runs on to its end."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(
+            _pool_of(self.alias_of or self.name), functools.partial(context.run, function, *args, **kwargs))
+
+    async def change_in_thread(self, change: Callable[[ChangeGate], T]) -> T:
+        """change(gate) in a thread, as in_thread; `change` calls gate.commit() just before it replaces a file.
+        Cancelled before that (the call's time ran out), the change is abandoned and the cancellation goes on:
+        TIMEOUT is then true, nothing changed. Cancelled after it, the change is made: its answer is waited for
+        and returned, so that a change that was made is never reported as TIMEOUT (what is left after the
+        rename is a directory fsync)."""
+        gate = ChangeGate()
+        running = asyncio.ensure_future(self.in_thread(change, gate))
+        try:
+            return await asyncio.shield(running)
+        except asyncio.CancelledError:
+            if gate.abandon():
+                running.add_done_callback(_retrieved)
+                raise
+        while True:
+            try:
+                return await asyncio.shield(running)
+            except asyncio.CancelledError:
+                continue
 
 
 def require_writable(served: ServedWorkspace) -> None:
@@ -58,3 +102,22 @@ def workspaces_of(context: ToolContext) -> WorkspaceSet:
     if workspaces is None:  # the tool is not served then; only a direct run (a test) can get here
         raise RuntimeError(f"{context.tool_name} was run by a server without workspaces")
     return workspaces
+
+
+_pools: dict[str, ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool_of(tool: str) -> ThreadPoolExecutor:
+    with _pools_lock:
+        pool = _pools.get(tool)
+        if pool is None:
+            pool = _pools[tool] = ThreadPoolExecutor(TOOL_THREADS, thread_name_prefix=f"file-tool-{tool}")
+        return pool
+
+
+def _retrieved(running: asyncio.Future[Any]) -> None:
+    """Takes the outcome of a change its call gave up (ChangeAbandoned, mostly), so that asyncio does not log it
+    as never retrieved."""
+    if not running.cancelled():
+        running.exception()

@@ -4,20 +4,21 @@ from is read through the workspace's PathSanitizer."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any, Final
 
 from ..errors import FieldViolation, InvalidArgumentsError
 from ..model import Annotations, Example, Parameter
+from ..workspaces.paths import quoted
 from ..workspaces.workspace_set import ServedWorkspace
-from ..workspaces.writing import CurrentText, check_expected, read_text, replace_file
+from ..workspaces.writing import ChangeGate, CurrentText, check_expected, read_text, replace_file
 from .base import ToolContext, ToolOutput, ToolRaisedFailure
 from .text_diff import DIFF_MAX_LINES, short_diff
-from .text_substitution import Substituted, compile_pattern, substitute_by_pattern, substitute_literally
+from .text_substitution import Substituted, substitute_by_pattern, substitute_literally
 from .workspace_tool import WORKSPACE_PARAMETER, WorkspaceTool, require_writable
 
 SHA256_PATTERN: Final = "^[0-9a-f]{64}$"
+MAX_PATTERN_CHARS: Final = 10_000  # as grep's
 # The share of the call's time a regular expression may take; the rest reads and writes the file.
 _REGEX_SHARE: Final = 0.8
 _MIN_REGEX_SECONDS: Final = 1.0
@@ -86,8 +87,8 @@ class WriteTool(WorkspaceTool):
     async def run_in(self, served: ServedWorkspace, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         require_writable(served)
         content = _utf8(arguments["content"], "content")
-        written = await asyncio.to_thread(replace_file, served, arguments["path"], content,
-                                          expected_sha256=arguments.get("expected_sha256"))
+        written = await self.change_in_thread(lambda gate: replace_file(
+            served, arguments["path"], content, expected_sha256=arguments.get("expected_sha256"), gate=gate))
         verb = "Created" if written.created else "Wrote"
         return ToolOutput(
             text=f"{verb} {written.relative}: {written.size} bytes, sha256 {written.sha256}.",
@@ -134,25 +135,26 @@ class EditTool(WorkspaceTool):
                 "/new_string", "is the same as old_string, so nothing would change; give the text old_string "
                                "is to become")])
         _utf8(new, "new_string")
-        return await asyncio.to_thread(self._edit, served, arguments)
+        return await self.change_in_thread(lambda gate: self._edit(served, arguments, gate))
 
     @staticmethod
-    def _edit(served: ServedWorkspace, arguments: Mapping[str, Any]) -> ToolOutput:
+    def _edit(served: ServedWorkspace, arguments: Mapping[str, Any], gate: ChangeGate) -> ToolOutput:
         current = read_text(served, arguments["path"])
         check_expected(current.relative, current.sha256, arguments.get("expected_sha256"))
         old, new = arguments["old_string"], arguments["new_string"]
         found = current.text.count(old)
         if found == 0:
-            raise ToolRaisedFailure(f"old_string does not occur in {current.relative!r}{_line_end_hint(current, old)}"
-                                    "; read the file again and copy the text exactly, whitespace included",
-                                    "NO_MATCH")
+            raise ToolRaisedFailure(f"old_string does not occur in {quoted(current.relative)}"
+                                    f"{_line_end_hint(current, old)}; read the file again and copy the text "
+                                    "exactly, whitespace included", "NO_MATCH")
         if found > 1 and not arguments["replace_all"]:
             raise ToolRaisedFailure(
-                f"old_string occurs {found} times in {current.relative!r}; add surrounding lines to old_string so "
-                f"that it matches once, or set replace_all to replace all {found}", "MATCH_NOT_UNIQUE")
-        replacements = found if arguments["replace_all"] else 1
-        changed = Substituted(current.text.replace(old, new, replacements), replacements)
-        return _write_change(served, arguments["path"], current, changed)
+                f"old_string occurs {found} times in {quoted(current.relative)}; add surrounding lines to "
+                f"old_string so that it matches once, or set replace_all to replace all {found}", "MATCH_NOT_UNIQUE")
+        # Sized before it is built: 10 MiB of "a" with a longer new_string for each would be gigabytes.
+        changed = substitute_literally(current.text, old, new, 0 if arguments["replace_all"] else 1,
+                                       served.workspace.max_file_bytes, current.relative)
+        return _write_change(served, arguments["path"], current, changed, gate)
 
 
 class SearchAndReplaceTool(WorkspaceTool):
@@ -164,13 +166,14 @@ class SearchAndReplaceTool(WorkspaceTool):
         "`search` is a Python regular expression (re module syntax; flags inline, such as (?i) or (?m)) and "
         "`replace` may refer to its groups as \\1 or \\g<name>. Fails with NO_MATCH when nothing matches, "
         "BINARY_FILE, FILE_TOO_LARGE, WORKSPACE_READ_ONLY or NO_SPACE, and TIMEOUT when a pattern takes too long "
-        "(nested repetition such as (a+)+ can take exponential time).")
+        "(nested repetition such as (a+)+ can take exponential time) or, the server running few regular "
+        "expressions at once, none could start in time.")
     category = "agent"
     tags = ("files", "workspace", "edit", "regex")
     parameters = (
         _PATH,
         Parameter("search", "string", "The text to find, or with regex the pattern.", required=True,
-                  schema={"minLength": 1}),
+                  schema={"minLength": 1, "maxLength": MAX_PATTERN_CHARS}),
         Parameter("replace", "string", "The text to put in place of each match (empty deletes it).",
                   required=True),
         Parameter("regex", "boolean", "Whether `search` is a Python regular expression.", default=False),
@@ -190,27 +193,28 @@ class SearchAndReplaceTool(WorkspaceTool):
         require_writable(served)
         search, replace, count = arguments["search"], arguments["replace"], int(arguments.get("count") or 0)
         _utf8(replace, "replace")
-        if arguments["regex"]:
-            compile_pattern(search)
         path = arguments["path"]
-        current = await asyncio.to_thread(read_text, served, path)
+        current = await self.in_thread(read_text, served, path)
         limit = served.workspace.max_file_bytes
         if arguments["regex"]:
             budget = max(_MIN_REGEX_SECONDS, context.timeout_seconds * _REGEX_SHARE)
             changed = await substitute_by_pattern(current.text, search, replace, count, limit, current.relative,
                                                   budget)
         else:
-            changed = await asyncio.to_thread(substitute_literally, current.text, search, replace, count, limit,
-                                              current.relative)
+            changed = await self.in_thread(substitute_literally, current.text, search, replace, count, limit,
+                                           current.relative)
         if changed.replacements == 0:
             raise ToolRaisedFailure(f"{'the pattern matches' if arguments['regex'] else 'search occurs'} nowhere "
-                                    f"in {current.relative!r}{_line_end_hint(current, search)}; nothing was "
+                                    f"in {quoted(current.relative)}{_line_end_hint(current, search)}; nothing was "
                                     "changed", "NO_MATCH")
-        return await asyncio.to_thread(_write_change, served, path, current, changed)
+        return await self.change_in_thread(lambda gate: _write_change(served, path, current, changed, gate))
 
 
-def _write_change(served: ServedWorkspace, path: str, current: CurrentText, changed: Substituted) -> ToolOutput:
-    """Write `changed` over the file read as `current` (STALE_FILE if it changed meanwhile) and report it."""
+def _write_change(served: ServedWorkspace, path: str, current: CurrentText, changed: Substituted,
+                  gate: ChangeGate) -> ToolOutput:
+    """Write `changed` over the file read as `current` (STALE_FILE if it changed meanwhile) and report it. The
+    diff is made first: whatever time it takes is then spent before the change, which the call may still give
+    up, never after it."""
     plural = "" if changed.replacements == 1 else "s"
     if changed.text == current.text:  # each match replaced by itself: the file is left as it is
         return ToolOutput(
@@ -218,8 +222,9 @@ def _write_change(served: ServedWorkspace, path: str, current: CurrentText, chan
                  "the file is unchanged.",
             structured={"path": current.relative, "replacements": changed.replacements, "bytes_written": 0,
                         "sha256": current.sha256, "diff": "", "diff_truncated": False})
-    written = replace_file(served, path, changed.text.encode("utf-8"), expected_sha256=current.sha256)
-    diff, cut = short_diff(current.text, changed.text, written.relative)
+    diff, cut = short_diff(current.text, changed.text, current.relative, changed.changes,
+                           more_changes=changed.more_changes)
+    written = replace_file(served, path, changed.text.encode("utf-8"), expected_sha256=current.sha256, gate=gate)
     return ToolOutput(
         text=f"Replaced {changed.replacements} occurrence{plural} in {written.relative}: now {written.size} bytes, "
              f"sha256 {written.sha256}.\n\n{diff}",

@@ -9,6 +9,11 @@ symlink swapped in mid-walk is seen as a symlink and judged like any other. The 
 gets a readable fd of exactly what was checked. Devices, FIFOs and sockets are refused without ever being opened
 for reading (O_PATH has no side effects, and does not block on a FIFO).
 
+A walk holds the root and at most HELD_DIRECTORIES of the directories it passed (what `..` returns to); a
+`..` beyond them reopens the parent by its names from the root, each step as checked as the first walk's, so a
+deep path costs a bounded number of descriptors. A path has at most MAX_COMPONENTS components (a 4095-byte path
+could have 2,048), and a walk that made directories (create_parents) and then fails removes them again.
+
 Not covered: a directory the walk holds that is renamed out of the root meanwhile (openat2's RESOLVE_BENEATH
 detects that; Python has no binding for it). Only someone who can write both inside and outside the root can
 do that, and such a user has no need of the server to reach the outside.
@@ -28,17 +33,43 @@ from ..errors import UnsafePathError
 MAX_SYMLINKS = 40  # as Linux's path walk (MAXSYMLINKS)
 MAX_PATH_BYTES = 4095  # PATH_MAX less the terminating NUL
 MAX_NAME_BYTES = 255  # NAME_MAX
+# Components of one path argument ("a/b/../c" has four): far more than any real tree is deep, far fewer than the
+# 2,048 a path of MAX_PATH_BYTES can hold, which would cost a lookup (and a directory, with create_parents) each.
+MAX_COMPONENTS = 256
+# Directory fds a walk keeps besides the root's: what `..` returns to without walking from the root again.
+HELD_DIRECTORIES = 16
 _ATTEMPTS = 8  # walks repeated when what was found changed before it could be reopened
 
 _O_PATH = getattr(os, "O_PATH", os.O_RDONLY | os.O_NONBLOCK)
 _LOOKUP = _O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _READ_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# A directory just made, opened to be given away: by descriptor, never by name (fchown, not lchown).
+_MADE_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Kind = Literal["any", "file", "directory"]
 
 _OUTSIDE_THROUGH_DOTS = ("leads outside the workspace (through '..', perhaps in a symlink's target); give a path "
                          "inside it")
+
+
+def shown_name(name: str) -> str:
+    """A file name or path as every workspace tool shows it, in answers and messages. Names are bytes: one that
+    is not UTF-8 (os keeps its odd bytes as surrogate escapes, which no JSON string or protobuf can carry) shows
+    them as \\xNN. Showing a shown name again changes nothing."""
+    try:
+        raw = os.fsencode(name)
+    except UnicodeEncodeError:  # a lone surrogate that came as such from a caller's JSON, not from a file name
+        raw = name.encode("utf-8", "backslashreplace")
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def quoted(name: str) -> str:
+    """`name` shown and quoted, for a message."""
+    return f"'{shown_name(name)}'"
+
+
+_SEE_LS = "ls (or glob) shows what is there"
 
 
 class FileStateError(Exception):
@@ -62,7 +93,8 @@ class _Changed(Exception):
 @dataclass(frozen=True, slots=True)
 class OpenedPath:
     """A file or directory opened for reading; `relative` is its path from the workspace root ("." for the root),
-    resolved through symlinks, for messages. Close it (or use it as a context manager)."""
+    resolved through symlinks, as shown (shown_name), for answers and messages. Close it (or use it as a context
+    manager)."""
 
     fd: int
     relative: str
@@ -86,7 +118,8 @@ class OpenedPath:
 class OpenedParent:
     """The directory that holds (or will hold) `name`, opened for reading (so it can be fsynced), for creating or
     replacing `name` atomically: a temporary file made with dir_fd=fd, then
-    os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd). `relative` is the target's path from the root."""
+    os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd). `relative` is the target's path from the root, as shown
+    (shown_name)."""
 
     fd: int
     name: str
@@ -125,7 +158,7 @@ class PathSanitizer:
                 return self._open(parts, argument, kind)
             except _Changed:
                 continue
-        raise FileStateError("FILE_CHANGED", f"{path!r} kept changing while being opened; try again")
+        raise FileStateError("FILE_CHANGED", f"{quoted(str(path))} kept changing while being opened; try again")
 
     def open_parent(self, path: object, *, argument: str = "path", create_parents: bool = False,
                     owner: tuple[int, int] | None = None) -> OpenedParent:
@@ -138,7 +171,7 @@ class PathSanitizer:
                 return self._open_parent(parts, argument, create_parents, owner)
             except _Changed:
                 continue
-        raise FileStateError("FILE_CHANGED", f"{path!r} kept changing while being opened; try again")
+        raise FileStateError("FILE_CHANGED", f"{quoted(str(path))} kept changing while being opened; try again")
 
     # The shape of the argument, before any file is touched.
 
@@ -153,6 +186,9 @@ class PathSanitizer:
         if len(os.fsencode(path)) > MAX_PATH_BYTES:
             raise UnsafePathError(argument, f"is longer than {MAX_PATH_BYTES} bytes; give a shorter path")
         parts = path.split("/")
+        if sum(part not in ("", ".") for part in parts) > MAX_COMPONENTS:
+            raise UnsafePathError(argument, f"has more than {MAX_COMPONENTS} components (names and '..'); no "
+                                            "workspace is that deep: give a shorter path")
         if path.startswith("/"):
             inside = self._under_root(parts)
             if inside is None:
@@ -188,12 +224,14 @@ class PathSanitizer:
             _refuse_special(st, argument, relative)
             if stat.S_ISDIR(st.st_mode):
                 if kind == "file":
-                    raise FileStateError("IS_A_DIRECTORY", f"{relative!r} is a directory, not a file")
+                    raise FileStateError("IS_A_DIRECTORY", f"'{relative}' is a directory, not a file; ls lists "
+                                                           "what it holds")
                 # "." of the directory found: the same inode, whatever has happened to its name since.
                 fd = _reopen(".", _READ_DIRECTORY, walk.directory, relative)
             else:
                 if kind == "directory":
-                    raise FileStateError("NOT_A_DIRECTORY", f"{relative!r} is a file, not a directory")
+                    raise FileStateError("NOT_A_DIRECTORY", f"'{relative}' is a file, not a directory; read "
+                                                            "shows its content, ls lists its directory")
                 fd = _reopen(name, _READ_FILE, walk.directory, relative)
                 try:
                     opened = os.fstat(fd)
@@ -210,18 +248,25 @@ class PathSanitizer:
     def _open_parent(self, parts: list[str], argument: str, create_parents: bool,
                      owner: tuple[int, int] | None) -> OpenedParent:
         walk = _Walk(self, argument, owner)
-        try:
+        try:  # the directories it makes are removed again unless the parent is opened
             _, name = walk.run(parts, stop_before_last=True, create=create_parents)
             relative = walk.relative(name)
             if not name:
-                raise FileStateError("IS_A_DIRECTORY", f"{relative!r} is a directory, not a file")
-            return OpenedParent(_reopen(".", _READ_DIRECTORY, walk.directory, relative), name, relative)
+                raise FileStateError("IS_A_DIRECTORY", f"'{relative}' is a directory, not a file; give the path "
+                                                       "of a file in it")
+            opened = OpenedParent(_reopen(".", _READ_DIRECTORY, walk.directory, relative), name, relative)
+        except BaseException:
+            walk.remove_made()
+            raise
         finally:
             walk.close()
+        return opened
 
 
 class _Walk:
-    """One resolution: a stack of O_PATH directory fds from the root down, and the names that led there."""
+    """One resolution: the names from the root to where it stands, the root's O_PATH fd and those of the last
+    HELD_DIRECTORIES directories passed (`stack`: stack[1:] are the last names' directories), and the
+    directories it made (as their names from the root)."""
 
     def __init__(self, sanitizer: PathSanitizer, argument: str, owner: tuple[int, int] | None = None) -> None:
         self.sanitizer = sanitizer
@@ -234,13 +279,70 @@ class _Walk:
                                                       "to restore it") from None
         self.stack = [root]
         self.names: list[str] = []
+        self.made: list[tuple[str, ...]] = []
 
     @property
     def directory(self) -> int:
-        return self.stack[-1]
+        return self.stack[-1] if len(self.stack) > 1 or not self.names else self._reheld()
 
     def relative(self, name: str) -> str:
-        return "/".join([*self.names, name] if name else self.names) or "."
+        """The path to `name` in the current directory, from the root, as shown (shown_name)."""
+        return shown_name("/".join([*self.names, name] if name else self.names) or ".")
+
+    def _descend(self, fd: int, name: str) -> None:
+        self.stack.append(fd)
+        self.names.append(name)
+        if len(self.stack) > HELD_DIRECTORIES + 1:
+            os.close(self.stack.pop(1))
+
+    def _ascend(self) -> None:
+        if not self.names:
+            raise UnsafePathError(self.argument, _OUTSIDE_THROUGH_DOTS)
+        if len(self.stack) > 1:
+            os.close(self.stack.pop())
+        self.names.pop()
+
+    def _reheld(self) -> int:
+        """The current directory's fd when `..` went past the directories held: walked to again by its names."""
+        self.stack.append(self._walk_names(tuple(self.names)))
+        return self.stack[-1]
+
+    def _walk_names(self, names: tuple[str, ...]) -> int:
+        """An O_PATH fd of the directory `names` lead to from the root, each step a directory, no symlink
+        followed; _Changed when that no longer holds (the whole walk is then made again)."""
+        fd = os.dup(self.stack[0])
+        try:
+            for name in names:
+                try:
+                    step = os.open(name, _LOOKUP, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+                        raise _Changed from None
+                    raise _state_error(exc, self.argument, self.relative(name)) from None
+                os.close(fd)
+                fd = step
+                if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    raise _Changed
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def remove_made(self) -> None:
+        """Remove the directories this walk made (the deepest first): it failed, and must leave nothing behind.
+        rmdir removes only an empty directory, so nothing anyone put there meanwhile is lost."""
+        for names in reversed(self.made):
+            try:
+                parent = self._walk_names(names[:-1])
+            except (_Changed, OSError, FileStateError, UnsafePathError):
+                continue
+            try:
+                os.rmdir(names[-1], dir_fd=parent)
+            except OSError:
+                pass  # no longer empty, or gone: either way not ours to remove
+            finally:
+                os.close(parent)
+        self.made.clear()
 
     def close(self) -> None:
         for fd in self.stack:
@@ -258,10 +360,7 @@ class _Walk:
             if name in ("", "."):
                 continue
             if name == "..":
-                if len(self.stack) == 1:
-                    raise UnsafePathError(self.argument, _OUTSIDE_THROUGH_DOTS)
-                os.close(self.stack.pop())
-                self.names.pop()
+                self._ascend()
                 continue
             last = not any(p not in ("", ".") for p in pending)
             if last and stop_before_last:
@@ -270,21 +369,20 @@ class _Walk:
                 target = _link_target(name, self.directory)
                 if target is None:
                     if _is_directory(name, self.directory):
-                        raise FileStateError("IS_A_DIRECTORY", f"{self.relative(name)!r} is a directory, not a "
-                                                               "file")
+                        raise FileStateError("IS_A_DIRECTORY", f"'{self.relative(name)}' is a directory, not a "
+                                                               "file; give the path of a file in it")
                     return os.fstat(self.directory), name
             else:
                 fd = self._lookup(name, create and not last)
                 st = os.fstat(fd)
                 if not stat.S_ISLNK(st.st_mode):
                     if stat.S_ISDIR(st.st_mode):
-                        self.stack.append(fd)
-                        self.names.append(name)
+                        self._descend(fd, name)
                         continue
                     os.close(fd)
                     if pending:  # not last, or last with a trailing "/" that asks for a directory
-                        raise FileStateError("NOT_A_DIRECTORY", f"{self.relative(name)!r} is a file, so nothing "
-                                                                "can be inside it")
+                        raise FileStateError("NOT_A_DIRECTORY", f"'{self.relative(name)}' is a file, so nothing "
+                                                                f"can be inside it; {_SEE_LS}")
                     return st, name
                 os.close(fd)
                 target = _link_target(name, self.directory)
@@ -299,12 +397,12 @@ class _Walk:
 
     def _follow(self, name: str, target: str, pending: deque[str]) -> None:
         if not target:
-            raise FileStateError("FILE_NOT_FOUND", f"{self.relative(name)!r} is a symlink to nothing")
+            raise FileStateError("FILE_NOT_FOUND", f"'{self.relative(name)}' is a symlink to nothing; {_SEE_LS}")
         parts = target.split("/")
         if target.startswith("/"):
             inside = self.sanitizer._under_root(parts)
             if inside is None:
-                raise UnsafePathError(self.argument, f"goes through the symlink {self.relative(name)!r}, which "
+                raise UnsafePathError(self.argument, f"goes through the symlink '{self.relative(name)}', which "
                                                      "points outside the workspace; give a path inside it")
             for fd in self.stack[1:]:
                 os.close(fd)
@@ -318,18 +416,39 @@ class _Walk:
             return os.open(name, _LOOKUP, dir_fd=self.directory)
         except FileNotFoundError:
             if not create:
-                raise FileStateError("FILE_NOT_FOUND", f"{self.relative(name)!r} does not exist") from None
+                raise FileStateError("FILE_NOT_FOUND", f"'{self.relative(name)}' does not exist; {_SEE_LS}") \
+                    from None
         except OSError as exc:
             raise _state_error(exc, self.argument, self.relative(name)) from None
         try:
             os.mkdir(name, 0o755, dir_fd=self.directory)
-            if self.owner is not None:  # lchown: whatever may have been swapped in, no link is followed
-                os.chown(name, *self.owner, dir_fd=self.directory, follow_symlinks=False)
         except FileExistsError:
-            pass  # made meanwhile: looked up below like any other
+            return self._lookup(name, False)  # made meanwhile: looked up like any other
         except OSError as exc:
             raise _state_error(exc, self.argument, self.relative(name)) from None
+        self.made.append((*self.names, name))
+        if self.owner is not None:
+            self._give_away(name)
         return self._lookup(name, False)
+
+    def _give_away(self, name: str) -> None:
+        """Give the directory just made as `name` to the owner: opened (no symlink followed, a directory only)
+        and changed through its fd, so that what was swapped in under that name meanwhile (a hard link to
+        someone's file) is never given away; a directory that is no longer the server's own is left alone."""
+        assert self.owner is not None
+        try:
+            fd = os.open(name, _MADE_DIRECTORY, dir_fd=self.directory)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                raise _Changed from None
+            raise _state_error(exc, self.argument, self.relative(name)) from None
+        try:
+            if os.fstat(fd).st_uid == os.geteuid():
+                os.fchown(fd, *self.owner)
+        except OSError as exc:
+            raise _state_error(exc, self.argument, self.relative(name)) from None
+        finally:
+            os.close(fd)
 
 
 def _link_target(name: str, directory: int) -> str | None:
@@ -361,12 +480,12 @@ def _refuse_special(st: os.stat_result, argument: str, relative: str) -> None:
     kind = ("a device file" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode)
             else "a socket" if stat.S_ISSOCK(mode) else "")
     if kind:
-        raise UnsafePathError(argument, f"{relative!r} is {kind}; only regular files and directories can be used")
+        raise UnsafePathError(argument, f"{quoted(relative)} is {kind}; only regular files and directories can be used")
 
 
 def _state_error(exc: OSError, argument: str, relative: str) -> Exception:
     if exc.errno == errno.ENAMETOOLONG:
         return UnsafePathError(argument or "path", "has a name too long for the filesystem; give a shorter path")
     if exc.errno == errno.EACCES or exc.errno == errno.EPERM:
-        return FileStateError("ACCESS_DENIED", f"{relative!r} may not be opened by the server's user")
+        return FileStateError("ACCESS_DENIED", f"{quoted(relative)} may not be opened by the server's user")
     return exc

@@ -6,7 +6,8 @@ outside in between is followed, and no flag of rg's closes that window. Under th
 any read that does not land beneath the workspace (the swapped-in symlink resolves outside), whatever the walk
 checked before. Reading files beneath /usr and /lib stays allowed (the loader maps rg's libraries after exec);
 listing directories there does not. The ruleset is built and applied by runners/landlock.py; where the kernel
-has no Landlock, the search runs with rg's own checks only (the server says so once).
+has no Landlock, the search runs with rg's own checks only (the server says so once). Either way a root server
+runs rg as the process user (workspaces/ripgrep.py), so a misled walk reads at most what `bash` could.
 """
 
 from __future__ import annotations
@@ -30,5 +31,5 @@ def confine_reads(readable: Iterable[str], program: str) -> LandlockRuleset | No
     rules = [*(PathRule(path, _READS) for path in readable),
              *(PathRule(path, READ_FILE, required=False) for path in program_files)]
     return build_ruleset(_READS, rules, confines="the search's reads", when_absent=(
-        "grep's rg is kept in the workspace by its own walk only, which a directory swapped for a symlink "
-        "meanwhile can mislead"))
+        "grep's rg is kept in the workspace by its own walk (and the process user's permissions) only, which a "
+        "directory swapped for a symlink meanwhile can mislead"))

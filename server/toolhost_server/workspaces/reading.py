@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .paths import FileStateError
+from .paths import FileStateError, quoted
 
 MAX_LINE_CHARS = 2000
 BINARY_PROBE_BYTES = 8192  # as git and grep decide a file is binary: a NUL in its start
@@ -159,7 +159,7 @@ def _refuse_binary_head(fd: int, size: int, name: str) -> None:
 
 
 def _binary(name: str, why: str) -> FileStateError:
-    return FileStateError("BINARY_FILE", f"{name!r} is not a text file ({why}); read shows UTF-8 text only")
+    return FileStateError("BINARY_FILE", f"{quoted(name)} is not a text file ({why}); read shows UTF-8 text only")
 
 
 def _ends_unterminated(fd: int, size: int) -> bool:

@@ -7,8 +7,10 @@ workspace, git repository or not, unless `no_ignore`. The pattern always follows
 "-" is still a pattern; TARGET follows "--".
 
 Output is read as it comes and rg is stopped as soon as the call has what it asked for (`limit` results, or the
-text budget), so a pattern that matches everywhere costs what the caller sees, not what the tree holds. Any
-one line of rg's output is kept to MAX_EVENT_BYTES; a longer one is reported cut, from its start.
+answer's budget), so a pattern that matches everywhere costs what the caller sees, not what the tree holds. Any
+one line of rg's output is kept to MAX_EVENT_BYTES; a longer one is reported cut, from its start. The budget is
+in bytes of the answer, each result counted as its JSON encoding (where a control character takes six bytes and
+"é" two), so that a result always fits the output limit (an answer over it would be refused whole).
 """
 
 from __future__ import annotations
@@ -36,7 +38,11 @@ OutputMode = Literal["content", "files_with_matches", "count"]
 OUTPUT_MODES: Final = ("content", "files_with_matches", "count")
 
 MAX_LINE_CHARS: Final = 2000  # of one line shown; longer ones are cut and said so
-MAX_TEXT_CHARS: Final = 1_000_000  # of all lines shown by one call, content mode
+# Bytes of the answer kept for what surrounds the results (warnings, the other fields).
+ANSWER_RESERVE_BYTES: Final = 32 * 1024
+MAX_WARNING_CHARS: Final = 300
+# A result's cost beyond its JSON encoding: the separators, the pretty rendering's indent, a cut line's note.
+_RESULT_OVERHEAD_BYTES: Final = 48
 MAX_EVENT_BYTES: Final = 1 << 20  # of one JSON line of rg's
 MAX_STDERR_BYTES: Final = 64 * 1024
 MAX_WARNINGS: Final = 20
@@ -120,19 +126,27 @@ class RipgrepFailed(Exception):
 
 async def run_ripgrep(program: str, query: RipgrepQuery, *, cwd: str, target: str,
                       shown_as: Callable[[str], str], pass_fds: tuple[int, ...] = (),
-                      before_exec: Callable[[], None] | None = None) -> RipgrepResult:
+                      before_exec: Callable[[], None] | None = None,
+                      user: tuple[int, int] | None = None, max_output_bytes: int = 1024 * 1024) -> RipgrepResult:
     """Search `target` (as rg is to be given it, from `cwd`) for `query`; `shown_as` turns a path rg reports into
     the path shown to the caller; `pass_fds` are inherited by rg (a file it is to read as /proc/self/fd/N);
-    `before_exec` runs in the child (a LandlockRuleset's restrict_self). Raises RipgrepRefused or RipgrepFailed;
-    rg is stopped on every way out, cancellation included."""
+    `max_output_bytes` bounds the answer (results at their JSON size; see the module docstring);
+    `before_exec` runs in the child (a LandlockRuleset's restrict_self); `user` is the (uid, gid) rg runs as,
+    None the server's own. Raises RipgrepRefused or RipgrepFailed; rg is stopped on every way out, cancellation
+    included."""
+    # The child enters `cwd` before it drops to `user` (subprocess's order), so a working directory reached through
+    # /proc/self/fd works even beneath directories the user may not enter; the files rg opens are checked as the
+    # user's. No supplementary group of the server's carries over.
+    uid, gid = user if user is not None else (None, None)
+    groups: list[int] | None = None if user is None else []
     with spawning():
         process = await asyncio.create_subprocess_exec(
             *query.argv(program, target), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, cwd=cwd, env=_ENVIRONMENT, start_new_session=True, pass_fds=pass_fds,
-            preexec_fn=before_exec)
+            preexec_fn=before_exec, user=uid, group=gid, extra_groups=groups)
         spawned_leaders.add(process.pid)
     assert process.stdout is not None and process.stderr is not None
-    collector = _Collector(query, shown_as)
+    collector = _Collector(query, shown_as, max_output_bytes)
     stderr = asyncio.ensure_future(_read_capped(process.stderr, MAX_STDERR_BYTES))
     try:
         stopped = await _collect(process.stdout, collector)
@@ -161,7 +175,7 @@ async def run_ripgrep(program: str, query: RipgrepQuery, *, cwd: str, target: st
 class _Collector:
     """Keeps what the call asked for from rg's events; `feed` says when that is complete."""
 
-    def __init__(self, query: RipgrepQuery, shown_as: Callable[[str], str]) -> None:
+    def __init__(self, query: RipgrepQuery, shown_as: Callable[[str], str], max_output_bytes: int) -> None:
         self.query = query
         self.shown_as = shown_as
         self.events = 0
@@ -170,7 +184,8 @@ class _Collector:
         self.files: dict[str, None] = {}
         self.counts: dict[str, int] = {}
         self._matches = 0
-        self._chars = 0
+        self._budget = max(max_output_bytes - ANSWER_RESERVE_BYTES, max_output_bytes // 2)
+        self._spent = 0
         self._last_match: MatchLine | None = None
 
     def feed(self, event: Mapping[str, Any]) -> bool:
@@ -184,26 +199,25 @@ class _Collector:
         mode = self.query.output_mode
         if mode == "files_with_matches":
             if kind == "match" and path not in self.files:
-                if len(self.files) == self.query.limit:
+                if len(self.files) == self.query.limit or not self._afford(path):
                     return self._cut()
                 self.files[path] = None
         elif mode == "count":
             matched = _matched_lines(data) if kind == "end" else 0
             if matched:
-                if len(self.counts) == self.query.limit:
+                if len(self.counts) == self.query.limit or not self._afford({"path": path, "count": matched}):
                     return self._cut()
                 self.counts[path] = matched
         elif kind != "end":
             text, cut = _line_text(data.get("lines"), bool(event.get("overlong")))
             line = data.get("line_number")
             shown = MatchLine(path, line if isinstance(line, int) else None, text, kind == "match", cut)
+            if (shown.match and self._matches == self.query.limit) or not self._afford(shown.as_dict()):
+                self._drop_context_of_the_next_match()
+                return self._cut()
             if shown.match:
-                if self._matches == self.query.limit or self._chars > MAX_TEXT_CHARS:
-                    self._drop_context_of_the_next_match()
-                    return self._cut()
                 self._matches += 1
                 self._last_match = shown
-            self._chars += len(text)
             self.lines.append(shown)
         return False
 
@@ -211,7 +225,16 @@ class _Collector:
         return RipgrepResult(
             lines=sorted(self.lines, key=lambda m: (m.path, m.line or 0)),
             files=sorted(self.files), counts=dict(sorted(self.counts.items())),
-            truncated=self.truncated, warnings=warnings[:MAX_WARNINGS])
+            truncated=self.truncated,
+            warnings=[_cut_warning(warning) for warning in warnings[:MAX_WARNINGS]])
+
+    def _afford(self, result: object) -> bool:
+        """Whether `result` still fits the answer's budget; if so it is counted."""
+        cost = len(json.dumps(result, ensure_ascii=False).encode("utf-8", "replace")) + _RESULT_OVERHEAD_BYTES
+        if self._spent + cost > self._budget:
+            return False
+        self._spent += cost
+        return True
 
     def _cut(self) -> bool:
         self.truncated = True
@@ -334,6 +357,10 @@ def _line_text(value: object, overlong: bool) -> tuple[str, bool]:
     if len(text) > MAX_LINE_CHARS:
         return text[:MAX_LINE_CHARS], True
     return text, overlong
+
+
+def _cut_warning(warning: str) -> str:
+    return warning if len(warning) <= MAX_WARNING_CHARS else warning[:MAX_WARNING_CHARS] + " [...]"
 
 
 def _matched_lines(data: Mapping[str, Any]) -> int:

@@ -16,6 +16,9 @@ class Workspace:
 
     `owner` empty means the process user (`Config.process_user`, nobody for a root server): files the tools
     create then belong to the user `bash` runs as, so both see the same files.
+
+    `bash_as_server_user` lets `bash` run where it would run as the server's own user (a server that is not
+    root, or process_user root), which can read the server's credentials and database: dangerous, off by default.
     """
 
     name: str
@@ -24,3 +27,4 @@ class Workspace:
     allow_bash: bool = False
     max_file_bytes: int = DEFAULT_MAX_FILE_BYTES
     owner: str = ""
+    bash_as_server_user: bool = False

@@ -7,11 +7,17 @@ import os
 import pwd
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ..errors import FieldViolation, InvalidArgumentsError
 from .paths import PathSanitizer
 from .workspace import Workspace
+
+SERVER_USER_SHELL: Final = (
+    "bash would run as the server's own user, which can read the server's credentials and database: run the "
+    "server as root with process_user set to another user (nobody by default), or, accepting that risk, set "
+    "bash_as_server_user: true on the workspace")
+NO_BASH_WORKSPACE: Final = "no workspace allows bash (set allow_bash: true on one in the workspaces setting)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +27,7 @@ class ServedWorkspace:
     workspace: Workspace
     paths: PathSanitizer
     # (uid, gid) given to the files and directories the tools create; None: left as the server made them (a
-    # server that is not root cannot give files away, and then bash runs as the server's user anyway).
+    # server that is not root cannot give files away).
     owner: tuple[int, int] | None
 
     @property
@@ -33,7 +39,8 @@ class WorkspaceSet:
     """The configured workspaces in their order (the first is the default), and the one rule for choosing one.
 
     `shell_refusal` says why `bash` is not served even where a workspace allows it (a server without
-    authentication on a non-loopback address), or is "".
+    authentication on a non-loopback address), or is "". `process_identity` is the user bash runs as; None (the
+    server's own user) serves bash only in the workspaces that accept it with bash_as_server_user.
     """
 
     def __init__(self, workspaces: tuple[Workspace, ...], process_identity: tuple[int, int] | None,
@@ -42,6 +49,7 @@ class WorkspaceSet:
             ServedWorkspace(w, PathSanitizer(w.path), _owner(w, process_identity)) for w in workspaces)
         self._by_name = {served.name: served for served in self._served}
         self.shell_refusal = shell_refusal
+        self._bash_user_is_separate = process_identity is not None
 
     def __iter__(self) -> Any:
         return iter(self._served)
@@ -55,10 +63,22 @@ class WorkspaceSet:
 
     @property
     def with_bash(self) -> tuple[ServedWorkspace, ...]:
-        """The workspaces where `bash` may run (none while shell_refusal holds)."""
+        """The workspaces where `bash` may run: those that allow it, and where it would run as a user other
+        than the server's or the workspace accepts that (none while shell_refusal holds)."""
+        return tuple(served for served in self._served if not self.bash_refusal(served))
+
+    def bash_refusal(self, served: ServedWorkspace | None = None) -> str:
+        """Why `bash` may not run in `served` (or, with None, in any workspace), or ""."""
         if self.shell_refusal:
-            return ()
-        return tuple(served for served in self._served if served.workspace.allow_bash)
+            return self.shell_refusal
+        candidates = self._served if served is None else (served,)
+        allowing = [s for s in candidates if s.workspace.allow_bash]
+        if not allowing:
+            return NO_BASH_WORKSPACE if served is None else (
+                f"workspace {served.name!r} does not allow bash (an operator enables it with allow_bash: true)")
+        if self._bash_user_is_separate or any(s.workspace.bash_as_server_user for s in allowing):
+            return ""
+        return SERVER_USER_SHELL
 
     def choose(self, arguments: Mapping[str, Any], tool: str = "") -> ServedWorkspace:
         """The workspace the call's `workspace` argument names, or the first when it names none;

@@ -10,6 +10,9 @@ written, just before the rename, and also compares the hashed file's device and 
 replaced. What remains is the window between that check and rename(2), microseconds: a process that changes the
 file then has its change replaced, and one that holds the old file open goes on writing into the old inode, now
 nameless. Only a lock every writer honours would close it; editors do not take one, so none is taken here.
+
+A ChangeGate lets the call that waits for a change give it up (its time ran out) until the rename, and only
+until then: a change is either abandoned before anything was replaced, or made and reported as made.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import hashlib
 import os
 import secrets
 import stat
+import threading
 from dataclasses import dataclass
 from typing import Final
 
 from ..errors import UnsafePathError
-from .paths import FileStateError, OpenedParent
+from .paths import FileStateError, OpenedParent, quoted
 from .workspace_set import ServedWorkspace
 
 NEW_FILE_MODE: Final = 0o644  # exactly, whatever the server's umask: as for a file an editor creates
@@ -42,10 +46,39 @@ _NO_ROOM: Final = {
 }
 
 
+class ChangeAbandoned(Exception):
+    """The call gave up the change (ChangeGate.abandon) before its file was replaced: nothing was changed."""
+
+
+class ChangeGate:
+    """Shared by a change running in a thread and the call waiting for it: `abandon` (the call, whose time ran
+    out) succeeds only before the change's `commit` (the thread, just before the rename); after it, the change
+    is made whatever happens to the call, which must then wait for its answer."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "open"
+
+    def commit(self) -> None:
+        """Called right before the rename: ChangeAbandoned if the call gave the change up."""
+        with self._lock:
+            if self._state == "abandoned":
+                raise ChangeAbandoned
+            self._state = "committed"
+
+    def abandon(self) -> bool:
+        """Give the change up: True when it will not be made, False when it is made already."""
+        with self._lock:
+            if self._state == "committed":
+                return False
+            self._state = "abandoned"
+            return True
+
+
 @dataclass(frozen=True, slots=True)
 class Written:
-    """What replace_file did: the file's path from the workspace root (after symlinks), its new size and sha256
-    (lowercase hex), and whether it was created."""
+    """What replace_file did: the file's path from the workspace root (after symlinks, as shown: shown_name), its
+    new size and sha256 (lowercase hex), and whether it was created."""
 
     relative: str
     size: int
@@ -55,7 +88,8 @@ class Written:
 
 @dataclass(frozen=True, slots=True)
 class CurrentText:
-    """A text file as read whole before a change: its content, and the sha256 of its bytes."""
+    """A text file as read whole before a change: its path as shown (shown_name), its content, and the sha256
+    of its bytes."""
 
     relative: str
     text: str
@@ -63,14 +97,15 @@ class CurrentText:
 
 
 def replace_file(served: ServedWorkspace, path: str, content: bytes, *, argument: str = "path",
-                 expected_sha256: str | None = None) -> Written:
+                 expected_sha256: str | None = None, gate: ChangeGate | None = None) -> Written:
     """Make `path` hold `content`, atomically (see the module docstring). Parents are created unless
     expected_sha256 is given (the file must then exist, so its directory does). An existing file keeps its mode
     and owner (set-ID bits dropped); a new one is NEW_FILE_MODE and belongs to the workspace's owner.
 
     Raises FileStateError FILE_TOO_LARGE (before anything is touched), STALE_FILE, NO_SPACE,
     WORKSPACE_READ_ONLY (a filesystem mounted read-only) or one of the sanitizer's codes; UnsafePathError for a
-    path that leaves the workspace or names a device, FIFO or socket.
+    path that leaves the workspace or names a device, FIFO or socket; ChangeAbandoned when `gate` was
+    abandoned before the rename.
     """
     check_size(served, len(content), path)
     try:
@@ -84,7 +119,7 @@ def replace_file(served: ServedWorkspace, path: str, content: bytes, *, argument
         raise _failure_of(exc, served, path) from None
     with parent:
         try:
-            return _replace_in(served, parent, path, argument, content, expected_sha256)
+            return _replace_in(served, parent, path, argument, content, expected_sha256, gate)
         except OSError as exc:
             raise _failure_of(exc, served, parent.relative) from None
 
@@ -98,13 +133,13 @@ def read_text(served: ServedWorkspace, path: str, *, argument: str = "path") -> 
         check_size(served, len(data), opened.relative)  # it grew since the stat
         relative = opened.relative
     if b"\0" in data:
-        raise FileStateError("BINARY_FILE", f"{relative!r} is a binary file (it holds NUL bytes); only text files "
-                                            "can be edited")
+        raise FileStateError("BINARY_FILE", f"{quoted(relative)} is a binary file (it holds NUL bytes); only text "
+                                            "files can be edited")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FileStateError("BINARY_FILE", f"{relative!r} is not UTF-8 text (byte {exc.start} cannot be decoded); "
-                                            "only UTF-8 text files can be edited") from None
+        raise FileStateError("BINARY_FILE", f"{quoted(relative)} is not UTF-8 text (byte {exc.start} cannot be "
+                                            "decoded); only UTF-8 text files can be edited") from None
     return CurrentText(relative, text, hashlib.sha256(data).hexdigest())
 
 
@@ -113,12 +148,12 @@ def check_size(served: ServedWorkspace, size: int, relative: str) -> None:
     limit = served.workspace.max_file_bytes
     if size > limit:
         raise FileStateError("FILE_TOO_LARGE", (
-            f"{relative!r} would have {size} bytes, more than workspace {served.name!r} allows for a file "
+            f"{quoted(relative)} would have {size} bytes, more than workspace {served.name!r} allows for a file "
             f"({limit} bytes, its max_file_bytes); only a smaller file can be written or edited"))
 
 
 def _replace_in(served: ServedWorkspace, parent: OpenedParent, path: str, argument: str, content: bytes,
-                expected_sha256: str | None) -> Written:
+                expected_sha256: str | None, gate: ChangeGate | None) -> Written:
     existing = _existing(parent, argument)
     if existing is None and expected_sha256 is not None:
         raise _deleted(parent.relative)
@@ -126,6 +161,8 @@ def _replace_in(served: ServedWorkspace, parent: OpenedParent, path: str, argume
     try:
         if expected_sha256 is not None:
             _check_unchanged(served, parent, path, argument, expected_sha256)
+        if gate is not None:
+            gate.commit()
         os.replace(temporary, parent.name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
     except BaseException:
         _discard(parent, temporary)
@@ -134,7 +171,7 @@ def _replace_in(served: ServedWorkspace, parent: OpenedParent, path: str, argume
     try:
         os.fsync(parent.fd)
     except OSError as exc:  # not a failure to write: the file is replaced already, so no NO_SPACE
-        raise RuntimeError(f"{parent.relative!r} was replaced but its directory could not be synced") from exc
+        raise RuntimeError(f"{quoted(parent.relative)} was replaced but its directory could not be synced") from exc
     return Written(parent.relative, len(content), hashlib.sha256(content).hexdigest(), existing is None)
 
 
@@ -147,12 +184,12 @@ def _existing(parent: OpenedParent, argument: str) -> os.stat_result | None:
         return None
     mode = found.st_mode
     if stat.S_ISDIR(mode):
-        raise FileStateError("IS_A_DIRECTORY", f"{parent.relative!r} is a directory, not a file")
+        raise FileStateError("IS_A_DIRECTORY", f"{quoted(parent.relative)} is a directory, not a file")
     if stat.S_ISLNK(mode):
         return None
     if not stat.S_ISREG(mode):
-        raise UnsafePathError(argument, f"{parent.relative!r} is a device file, FIFO or socket; only regular files "
-                                        "can be written")
+        raise UnsafePathError(argument, f"{quoted(parent.relative)} is a device file, FIFO or socket; only "
+                                        "regular files can be written")
     return found
 
 
@@ -181,7 +218,7 @@ def _write_temporary(parent: OpenedParent, content: bytes, mode: int, owner: tup
         except FileExistsError:
             continue
     else:
-        raise FileStateError("FILE_CHANGED", f"no temporary file could be created beside {parent.relative!r}; "
+        raise FileStateError("FILE_CHANGED", f"no temporary file could be created beside {quoted(parent.relative)}; "
                                              "try again")
     try:
         try:
@@ -220,7 +257,7 @@ def _check_unchanged(served: ServedWorkspace, parent: OpenedParent, path: str, a
         except FileNotFoundError:
             raise _deleted(parent.relative) from None
         if (named.st_dev, named.st_ino) != (opened.stat.st_dev, opened.stat.st_ino):
-            raise FileStateError("STALE_FILE", f"{parent.relative!r} was replaced by another file while being "
+            raise FileStateError("STALE_FILE", f"{quoted(parent.relative)} was replaced by another file while being "
                                                "written; read it again and redo the change on what it holds now")
     check_expected(parent.relative, digest, expected_sha256)
 
@@ -229,13 +266,13 @@ def check_expected(relative: str, sha256: str, expected_sha256: str | None) -> N
     """STALE_FILE when the file's `sha256` is not the one the caller read it with."""
     if expected_sha256 is not None and sha256 != expected_sha256:
         raise FileStateError("STALE_FILE", (
-            f"{relative!r} changed since it was read: its sha256 is now {sha256}, not the expected_sha256 "
+            f"{quoted(relative)} changed since it was read: its sha256 is now {sha256}, not the expected_sha256 "
             f"{expected_sha256}; read it again and redo the change on what it holds now"))
 
 
 def _deleted(relative: str) -> FileStateError:
     return FileStateError("STALE_FILE", (
-        f"{relative!r} was deleted since it was read (expected_sha256 was given, so it must still exist); "
+        f"{quoted(relative)} was deleted since it was read (expected_sha256 was given, so it must still exist); "
         "read the workspace again, or write without expected_sha256 to create it"))
 
 
@@ -243,13 +280,13 @@ def _failure_of(exc: OSError, served: ServedWorkspace, relative: str) -> Excepti
     """The tool's failure for an OSError of writing, or the error itself when it is no state of the file."""
     if exc.errno in _NO_ROOM:
         reason = _NO_ROOM[exc.errno].format(workspace=served.name)
-        return FileStateError("NO_SPACE", f"{relative!r} was not written: {reason}. The original is intact; free "
+        return FileStateError("NO_SPACE", f"{quoted(relative)} was not written: {reason}. The original is intact; free "
                                           "some space (or write less) and try again")
     if exc.errno == errno.EROFS:
-        return FileStateError("WORKSPACE_READ_ONLY", f"{relative!r} was not written: the filesystem of workspace "
+        return FileStateError("WORKSPACE_READ_ONLY", f"{quoted(relative)} was not written: the filesystem of workspace "
                                                      f"{served.name!r} is mounted read-only")
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return FileStateError("ACCESS_DENIED", f"{relative!r} may not be written by the server's user")
+        return FileStateError("ACCESS_DENIED", f"{quoted(relative)} may not be written by the server's user")
     return exc
 
 

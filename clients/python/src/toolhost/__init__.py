@@ -23,6 +23,7 @@ from ._client import (
 )
 from ._connection import is_local_target
 from ._errors import (
+    AlreadyExistsError,
     DeadlineExceededError,
     ErrorReason,
     FailedPreconditionError,
@@ -37,6 +38,7 @@ from ._errors import (
     UnavailableError,
     error_from_rpc,
 )
+from ._instructions import Instructions
 from ._logs import LogEntry, LogLevel, LogPage, LogSummary
 from ._results import (
     CallProgress,
@@ -53,12 +55,23 @@ from ._results import (
     ToolParameter,
     ToolResult,
 )
+from ._user_tool_results import (
+    ConflictType,
+    ToolConflict,
+    ToolConflictPage,
+    UserTool,
+    UserToolEnabled,
+    UserToolPage,
+    UserToolVersion,
+    UserToolVersionPage,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES",
     "DEFAULT_TARGET",
+    "AlreadyExistsError",
     "AsyncCallStream",
     "AsyncClient",
     "AsyncLogTail",
@@ -67,11 +80,13 @@ __all__ = [
     "CallStream",
     "CatalogError",
     "Client",
+    "ConflictType",
     "DeadlineExceededError",
     "ErrorReason",
     "FailedPreconditionError",
     "FieldViolation",
     "GenerationEvent",
+    "Instructions",
     "InternalError",
     "InvalidArgumentError",
     "LogEntry",
@@ -88,6 +103,8 @@ __all__ = [
     "ResourceExhaustedError",
     "StreamEvent",
     "ToolAnnotations",
+    "ToolConflict",
+    "ToolConflictPage",
     "ToolError",
     "ToolExample",
     "ToolInfo",
@@ -99,6 +116,11 @@ __all__ = [
     "ToolhostError",
     "UnauthenticatedError",
     "UnavailableError",
+    "UserTool",
+    "UserToolEnabled",
+    "UserToolPage",
+    "UserToolVersion",
+    "UserToolVersionPage",
     "__version__",
     "error_from_rpc",
     "is_local_target",

@@ -31,6 +31,7 @@ from ._client import (
 )
 from ._connection import PemSource, channel_security, with_security_metadata
 from ._errors import error_from_rpc
+from ._instructions import Instructions
 from ._logs import LogEntry, LogPage, query_logs_request, tail_entry, tail_logs_request
 from ._results import (
     GenerationEvent,
@@ -42,14 +43,21 @@ from ._results import (
     stream_event_from_proto,
 )
 from ._streams import AsyncServerStream
-from .v1 import log_service_pb2, log_service_pb2_grpc, tool_service_pb2, tool_service_pb2_grpc
+from ._user_tool_methods import AsyncUserToolMethods
+from .v1 import (
+    log_service_pb2,
+    log_service_pb2_grpc,
+    tool_service_pb2,
+    tool_service_pb2_grpc,
+    user_tool_service_pb2_grpc,
+)
 
 __all__ = ["AsyncCallStream", "AsyncClient", "AsyncLogTail", "AsyncToolWatch"]
 
 _Response = TypeVar("_Response")
 
 
-class AsyncClient:
+class AsyncClient(AsyncUserToolMethods):
     """An asyncio client of one toolhost server. Create it inside a running event loop and reuse it.
 
     The arguments mean what they mean for Client: `timeout` is the default deadline in seconds of each call,
@@ -92,6 +100,7 @@ class AsyncClient:
         self._channel = channel
         self._stub = tool_service_pb2_grpc.ToolServiceStub(channel)
         self._log_stub = log_service_pb2_grpc.LogServiceStub(channel)
+        self._user_tool_stub = user_tool_service_pb2_grpc.UserToolServiceStub(channel)
         self._watches: weakref.WeakSet[AsyncServerStream[Any]] = weakref.WeakSet()
 
     async def __aenter__(self) -> AsyncClient:
@@ -193,6 +202,12 @@ class AsyncClient:
         request = stream_call_request(name, arguments, kwargs_arguments, call_id, output_format, filter_empty_fields)
         return AsyncCallStream(self._stub.StreamCallTool(
             request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata))
+
+    async def get_instructions(self, provider: str) -> Instructions:
+        """The block for the system prompt of an agent of `provider` ("claude_code", "codex", "anthropic",
+        "openai", "openai_compatible") about the tools it is offered; InvalidArgumentError for another."""
+        request = tool_service_pb2.GetInstructionsRequest(provider=provider)
+        return Instructions.from_proto(await self._unary(self._stub.GetInstructions, request))
 
     async def reload(self) -> ReloadResult:
         """Ask the server to read its catalog directories again and swap in the result."""

@@ -21,6 +21,7 @@ import grpc
 
 from ._connection import PemSource, channel_security, with_security_metadata
 from ._errors import error_from_rpc
+from ._instructions import Instructions
 from ._logs import LogEntry, LogPage, query_logs_request, tail_entry, tail_logs_request
 from ._results import (
     GenerationEvent,
@@ -32,7 +33,15 @@ from ._results import (
     stream_event_from_proto,
 )
 from ._streams import ServerStream
-from .v1 import log_service_pb2, log_service_pb2_grpc, tool_pb2, tool_service_pb2, tool_service_pb2_grpc
+from ._user_tool_methods import UserToolMethods
+from .v1 import (
+    log_service_pb2,
+    log_service_pb2_grpc,
+    tool_pb2,
+    tool_service_pb2,
+    tool_service_pb2_grpc,
+    user_tool_service_pb2_grpc,
+)
 
 __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES", "DEFAULT_TARGET", "CallStream", "Client", "LogTail", "Metadata",
@@ -129,7 +138,7 @@ def stream_call_request(
         output_format=unary.output_format, filter_empty_fields=unary.filter_empty_fields)
 
 
-class Client:
+class Client(UserToolMethods):
     """A blocking client of one toolhost server; thread-safe, and meant to be reused.
 
     `timeout` is the default deadline in seconds of each call (None: no deadline; watch_tools never has
@@ -178,6 +187,7 @@ class Client:
         self._channel = channel
         self._stub = tool_service_pb2_grpc.ToolServiceStub(channel)
         self._log_stub = log_service_pb2_grpc.LogServiceStub(channel)
+        self._user_tool_stub = user_tool_service_pb2_grpc.UserToolServiceStub(channel)
         self._watches: weakref.WeakSet[ServerStream[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
 
@@ -294,6 +304,12 @@ class Client:
         request = stream_call_request(name, arguments, kwargs_arguments, call_id, output_format, filter_empty_fields)
         return CallStream(self._stub.StreamCallTool(
             request, timeout=self.timeout if timeout is None else timeout, metadata=self._metadata))
+
+    def get_instructions(self, provider: str) -> Instructions:
+        """The block for the system prompt of an agent of `provider` ("claude_code", "codex", "anthropic",
+        "openai", "openai_compatible") about the tools it is offered; InvalidArgumentError for another."""
+        request = tool_service_pb2.GetInstructionsRequest(provider=provider)
+        return Instructions.from_proto(self._unary(self._stub.GetInstructions, request))
 
     def reload(self) -> ReloadResult:
         """Ask the server to read its catalog directories again and swap in the result."""

@@ -9,6 +9,7 @@
      ├── PermissionDeniedError       PERMISSION_DENIED
      ├── UnauthenticatedError        UNAUTHENTICATED
      ├── FailedPreconditionError     FAILED_PRECONDITION: for example a forwarding loop between toolhosts
+     ├── AlreadyExistsError          ALREADY_EXISTS: a user tool's slug is taken
      └── InternalError               INTERNAL: the server's log has the detail (the message names an incident)
 
 Any other status code (CANCELLED, UNIMPLEMENTED, ...) raises the base ToolhostError.
@@ -31,6 +32,7 @@ from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 
 __all__ = [
+    "AlreadyExistsError",
     "DeadlineExceededError",
     "ErrorReason",
     "FailedPreconditionError",
@@ -64,6 +66,9 @@ class ErrorReason(str, enum.Enum):  # noqa: UP042 - StrEnum needs Python 3.11; t
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     INTERNAL = "INTERNAL"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    RESOURCE_NOT_FOUND = "RESOURCE_NOT_FOUND"
+    FAILED_PRECONDITION = "FAILED_PRECONDITION"
 
     def __str__(self) -> str:
         return self.value
@@ -111,7 +116,8 @@ class InvalidArgumentError(ToolhostError):
 
 
 class NotFoundError(ToolhostError):
-    """NOT_FOUND: no tool has the requested name."""
+    """NOT_FOUND: no tool has the requested name (reason TOOL_NOT_FOUND), or no user tool, version or conflict
+    is what the request names (RESOURCE_NOT_FOUND)."""
 
 
 class DeadlineExceededError(ToolhostError):
@@ -135,7 +141,12 @@ class UnauthenticatedError(ToolhostError):
 
 
 class FailedPreconditionError(ToolhostError):
-    """FAILED_PRECONDITION: for example a call forwarded between toolhosts in a loop."""
+    """FAILED_PRECONDITION: for example a call forwarded between toolhosts in a loop, or enabling a user tool
+    that is incompatible with an enabled one."""
+
+
+class AlreadyExistsError(ToolhostError):
+    """ALREADY_EXISTS: what the request would create exists already (a user tool's slug is another tool's)."""
 
 
 class InternalError(ToolhostError):
@@ -151,6 +162,7 @@ _ERRORS_BY_CODE: dict[grpc.StatusCode, type[ToolhostError]] = {
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
     grpc.StatusCode.FAILED_PRECONDITION: FailedPreconditionError,
+    grpc.StatusCode.ALREADY_EXISTS: AlreadyExistsError,
     grpc.StatusCode.INTERNAL: InternalError,
 }
 

@@ -60,6 +60,15 @@ const (
 	// The server failed in a way the caller cannot fix (INTERNAL). The detail is in the server's log under the
 	// call's trace id.
 	ErrorReason_ERROR_REASON_INTERNAL ErrorReason = 11
+	// What the request would create exists already: a user tool's slug taken by any tool (ALREADY_EXISTS). The
+	// message is the same whether the caller may see the tool that holds the name or not.
+	ErrorReason_ERROR_REASON_ALREADY_EXISTS ErrorReason = 12
+	// The thing the request names (a user tool, a version, a conflict) does not exist (NOT_FOUND). A tool to call
+	// is TOOL_NOT_FOUND instead.
+	ErrorReason_ERROR_REASON_RESOURCE_NOT_FOUND ErrorReason = 13
+	// The request is valid but the server's state refuses it now: enabling a tool incompatible with an enabled
+	// one (FAILED_PRECONDITION). The message says what to change first.
+	ErrorReason_ERROR_REASON_FAILED_PRECONDITION ErrorReason = 14
 )
 
 // Enum value maps for ErrorReason.
@@ -77,20 +86,26 @@ var (
 		9:  "ERROR_REASON_UNAUTHENTICATED",
 		10: "ERROR_REASON_PERMISSION_DENIED",
 		11: "ERROR_REASON_INTERNAL",
+		12: "ERROR_REASON_ALREADY_EXISTS",
+		13: "ERROR_REASON_RESOURCE_NOT_FOUND",
+		14: "ERROR_REASON_FAILED_PRECONDITION",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":        0,
-		"ERROR_REASON_TOOL_NOT_FOUND":     1,
-		"ERROR_REASON_INVALID_ARGUMENTS":  2,
-		"ERROR_REASON_INVALID_REQUEST":    3,
-		"ERROR_REASON_INVALID_PAGE_TOKEN": 4,
-		"ERROR_REASON_OVER_CAPACITY":      5,
-		"ERROR_REASON_DEADLINE_EXCEEDED":  6,
-		"ERROR_REASON_HOP_LIMIT_EXCEEDED": 7,
-		"ERROR_REASON_SHUTTING_DOWN":      8,
-		"ERROR_REASON_UNAUTHENTICATED":    9,
-		"ERROR_REASON_PERMISSION_DENIED":  10,
-		"ERROR_REASON_INTERNAL":           11,
+		"ERROR_REASON_UNSPECIFIED":         0,
+		"ERROR_REASON_TOOL_NOT_FOUND":      1,
+		"ERROR_REASON_INVALID_ARGUMENTS":   2,
+		"ERROR_REASON_INVALID_REQUEST":     3,
+		"ERROR_REASON_INVALID_PAGE_TOKEN":  4,
+		"ERROR_REASON_OVER_CAPACITY":       5,
+		"ERROR_REASON_DEADLINE_EXCEEDED":   6,
+		"ERROR_REASON_HOP_LIMIT_EXCEEDED":  7,
+		"ERROR_REASON_SHUTTING_DOWN":       8,
+		"ERROR_REASON_UNAUTHENTICATED":     9,
+		"ERROR_REASON_PERMISSION_DENIED":   10,
+		"ERROR_REASON_INTERNAL":            11,
+		"ERROR_REASON_ALREADY_EXISTS":      12,
+		"ERROR_REASON_RESOURCE_NOT_FOUND":  13,
+		"ERROR_REASON_FAILED_PRECONDITION": 14,
 	}
 )
 
@@ -125,7 +140,7 @@ var File_toolhost_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_toolhost_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1etoolhost/v1/error_reason.proto\x12\vtoolhost.v1*\xa1\x03\n" +
+	"\x1etoolhost/v1/error_reason.proto\x12\vtoolhost.v1*\x8d\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TOOL_NOT_FOUND\x10\x01\x12\"\n" +
@@ -139,7 +154,10 @@ const file_toolhost_v1_error_reason_proto_rawDesc = "" +
 	"\x1cERROR_REASON_UNAUTHENTICATED\x10\t\x12\"\n" +
 	"\x1eERROR_REASON_PERMISSION_DENIED\x10\n" +
 	"\x12\x19\n" +
-	"\x15ERROR_REASON_INTERNAL\x10\vBDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
+	"\x15ERROR_REASON_INTERNAL\x10\v\x12\x1f\n" +
+	"\x1bERROR_REASON_ALREADY_EXISTS\x10\f\x12#\n" +
+	"\x1fERROR_REASON_RESOURCE_NOT_FOUND\x10\r\x12$\n" +
+	" ERROR_REASON_FAILED_PRECONDITION\x10\x0eBDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
 
 var (
 	file_toolhost_v1_error_reason_proto_rawDescOnce sync.Once

@@ -148,8 +148,10 @@ type ListToolsRequest struct {
 	Category string `protobuf:"bytes,2,opt,name=category,proto3" json:"category,omitempty"`
 	// Only tools that carry every one of these tags.
 	Tags []string `protobuf:"bytes,3,rep,name=tags,proto3" json:"tags,omitempty"`
-	// The AI provider the list is for. CLI providers with their own file tools ("claude_code", "codex") do not
-	// get the "file_ops" category. Empty means no provider rule applies.
+	// The AI provider the list is for: "claude_code" and "codex" (CLI providers, which have file tools of their
+	// own) do not get the "file_ops" category, nor tools `equivalent` to one of their native tools
+	// (UserToolService's conflicts), nor the aliases of those; "anthropic", "openai" and "openai_compatible" get
+	// every tool. Empty means no provider rule applies; another name is INVALID_ARGUMENT listing the known ones.
 	Provider string `protobuf:"bytes,4,opt,name=provider,proto3" json:"provider,omitempty"`
 	// How much of each tool to return; BASIC when unspecified.
 	View ToolView `protobuf:"varint,5,opt,name=view,proto3,enum=toolhost.v1.ToolView" json:"view,omitempty"`
@@ -1369,6 +1371,107 @@ func (x *CatalogError) GetReason() string {
 	return ""
 }
 
+// Whose instructions to write.
+type GetInstructionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The AI provider the agent runs on, as in ListToolsRequest.provider. Required.
+	Provider      string `protobuf:"bytes,1,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInstructionsRequest) Reset() {
+	*x = GetInstructionsRequest{}
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInstructionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInstructionsRequest) ProtoMessage() {}
+
+func (x *GetInstructionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInstructionsRequest.ProtoReflect.Descriptor instead.
+func (*GetInstructionsRequest) Descriptor() ([]byte, []int) {
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetInstructionsRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+// Instructions for an agent, in Markdown.
+type GetInstructionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The block to put in the agent's system prompt.
+	Markdown string `protobuf:"bytes,1,opt,name=markdown,proto3" json:"markdown,omitempty"`
+	// The tools the block describes, sorted by name.
+	ToolNames     []string `protobuf:"bytes,2,rep,name=tool_names,json=toolNames,proto3" json:"tool_names,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetInstructionsResponse) Reset() {
+	*x = GetInstructionsResponse{}
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetInstructionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetInstructionsResponse) ProtoMessage() {}
+
+func (x *GetInstructionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetInstructionsResponse.ProtoReflect.Descriptor instead.
+func (*GetInstructionsResponse) Descriptor() ([]byte, []int) {
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetInstructionsResponse) GetMarkdown() string {
+	if x != nil {
+		return x.Markdown
+	}
+	return ""
+}
+
+func (x *GetInstructionsResponse) GetToolNames() []string {
+	if x != nil {
+		return x.ToolNames
+	}
+	return nil
+}
+
 // WatchTools takes no options.
 type WatchToolsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1378,7 +1481,7 @@ type WatchToolsRequest struct {
 
 func (x *WatchToolsRequest) Reset() {
 	*x = WatchToolsRequest{}
-	mi := &file_toolhost_v1_tool_service_proto_msgTypes[14]
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1493,7 @@ func (x *WatchToolsRequest) String() string {
 func (*WatchToolsRequest) ProtoMessage() {}
 
 func (x *WatchToolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_toolhost_v1_tool_service_proto_msgTypes[14]
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1506,7 @@ func (x *WatchToolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolsRequest.ProtoReflect.Descriptor instead.
 func (*WatchToolsRequest) Descriptor() ([]byte, []int) {
-	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{14}
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{16}
 }
 
 // One generation of the caller's view, as a change from the one before.
@@ -1426,7 +1529,7 @@ type WatchToolsResponse struct {
 
 func (x *WatchToolsResponse) Reset() {
 	*x = WatchToolsResponse{}
-	mi := &file_toolhost_v1_tool_service_proto_msgTypes[15]
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1541,7 @@ func (x *WatchToolsResponse) String() string {
 func (*WatchToolsResponse) ProtoMessage() {}
 
 func (x *WatchToolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_toolhost_v1_tool_service_proto_msgTypes[15]
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1554,7 @@ func (x *WatchToolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchToolsResponse.ProtoReflect.Descriptor instead.
 func (*WatchToolsResponse) Descriptor() ([]byte, []int) {
-	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{15}
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchToolsResponse) GetGeneration() int64 {
@@ -1591,7 +1694,13 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\fCatalogError\x12\x12\n" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12\x12\n" +
 	"\x04line\x18\x02 \x01(\x05R\x04line\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x13\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"4\n" +
+	"\x16GetInstructionsRequest\x12\x1a\n" +
+	"\bprovider\x18\x01 \x01(\tR\bprovider\"T\n" +
+	"\x17GetInstructionsResponse\x12\x1a\n" +
+	"\bmarkdown\x18\x01 \x01(\tR\bmarkdown\x12\x1d\n" +
+	"\n" +
+	"tool_names\x18\x02 \x03(\tR\ttoolNames\"\x13\n" +
 	"\x11WatchToolsRequest\"\x94\x01\n" +
 	"\x12WatchToolsResponse\x12\x1e\n" +
 	"\n" +
@@ -1609,7 +1718,7 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\fOutputStream\x12\x1d\n" +
 	"\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n" +
-	"\x14OUTPUT_STREAM_STDERR\x10\x022\xd9\x03\n" +
+	"\x14OUTPUT_STREAM_STDERR\x10\x022\xb7\x04\n" +
 	"\vToolService\x12J\n" +
 	"\tListTools\x12\x1d.toolhost.v1.ListToolsRequest\x1a\x1e.toolhost.v1.ListToolsResponse\x12D\n" +
 	"\aGetTool\x12\x1b.toolhost.v1.GetToolRequest\x1a\x1c.toolhost.v1.GetToolResponse\x12G\n" +
@@ -1617,7 +1726,8 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\x0eStreamCallTool\x12\".toolhost.v1.StreamCallToolRequest\x1a#.toolhost.v1.StreamCallToolResponse0\x01\x12A\n" +
 	"\x06Reload\x12\x1a.toolhost.v1.ReloadRequest\x1a\x1b.toolhost.v1.ReloadResponse\x12O\n" +
 	"\n" +
-	"WatchTools\x12\x1e.toolhost.v1.WatchToolsRequest\x1a\x1f.toolhost.v1.WatchToolsResponse0\x01BDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
+	"WatchTools\x12\x1e.toolhost.v1.WatchToolsRequest\x1a\x1f.toolhost.v1.WatchToolsResponse0\x01\x12\\\n" +
+	"\x0fGetInstructions\x12#.toolhost.v1.GetInstructionsRequest\x1a$.toolhost.v1.GetInstructionsResponseBDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
 
 var (
 	file_toolhost_v1_tool_service_proto_rawDescOnce sync.Once
@@ -1632,63 +1742,67 @@ func file_toolhost_v1_tool_service_proto_rawDescGZIP() []byte {
 }
 
 var file_toolhost_v1_tool_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolhost_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_toolhost_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_toolhost_v1_tool_service_proto_goTypes = []any{
-	(OutputFormat)(0),              // 0: toolhost.v1.OutputFormat
-	(OutputStream)(0),              // 1: toolhost.v1.OutputStream
-	(*ListToolsRequest)(nil),       // 2: toolhost.v1.ListToolsRequest
-	(*ListToolsResponse)(nil),      // 3: toolhost.v1.ListToolsResponse
-	(*GetToolRequest)(nil),         // 4: toolhost.v1.GetToolRequest
-	(*GetToolResponse)(nil),        // 5: toolhost.v1.GetToolResponse
-	(*CallToolRequest)(nil),        // 6: toolhost.v1.CallToolRequest
-	(*StreamCallToolRequest)(nil),  // 7: toolhost.v1.StreamCallToolRequest
-	(*StreamCallToolResponse)(nil), // 8: toolhost.v1.StreamCallToolResponse
-	(*CallProgress)(nil),           // 9: toolhost.v1.CallProgress
-	(*OutputChunk)(nil),            // 10: toolhost.v1.OutputChunk
-	(*CallToolResponse)(nil),       // 11: toolhost.v1.CallToolResponse
-	(*ToolError)(nil),              // 12: toolhost.v1.ToolError
-	(*ReloadRequest)(nil),          // 13: toolhost.v1.ReloadRequest
-	(*ReloadResponse)(nil),         // 14: toolhost.v1.ReloadResponse
-	(*CatalogError)(nil),           // 15: toolhost.v1.CatalogError
-	(*WatchToolsRequest)(nil),      // 16: toolhost.v1.WatchToolsRequest
-	(*WatchToolsResponse)(nil),     // 17: toolhost.v1.WatchToolsResponse
-	(ToolView)(0),                  // 18: toolhost.v1.ToolView
-	(*Tool)(nil),                   // 19: toolhost.v1.Tool
-	(*structpb.Struct)(nil),        // 20: google.protobuf.Struct
-	(*structpb.Value)(nil),         // 21: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil),  // 22: google.protobuf.Timestamp
+	(OutputFormat)(0),               // 0: toolhost.v1.OutputFormat
+	(OutputStream)(0),               // 1: toolhost.v1.OutputStream
+	(*ListToolsRequest)(nil),        // 2: toolhost.v1.ListToolsRequest
+	(*ListToolsResponse)(nil),       // 3: toolhost.v1.ListToolsResponse
+	(*GetToolRequest)(nil),          // 4: toolhost.v1.GetToolRequest
+	(*GetToolResponse)(nil),         // 5: toolhost.v1.GetToolResponse
+	(*CallToolRequest)(nil),         // 6: toolhost.v1.CallToolRequest
+	(*StreamCallToolRequest)(nil),   // 7: toolhost.v1.StreamCallToolRequest
+	(*StreamCallToolResponse)(nil),  // 8: toolhost.v1.StreamCallToolResponse
+	(*CallProgress)(nil),            // 9: toolhost.v1.CallProgress
+	(*OutputChunk)(nil),             // 10: toolhost.v1.OutputChunk
+	(*CallToolResponse)(nil),        // 11: toolhost.v1.CallToolResponse
+	(*ToolError)(nil),               // 12: toolhost.v1.ToolError
+	(*ReloadRequest)(nil),           // 13: toolhost.v1.ReloadRequest
+	(*ReloadResponse)(nil),          // 14: toolhost.v1.ReloadResponse
+	(*CatalogError)(nil),            // 15: toolhost.v1.CatalogError
+	(*GetInstructionsRequest)(nil),  // 16: toolhost.v1.GetInstructionsRequest
+	(*GetInstructionsResponse)(nil), // 17: toolhost.v1.GetInstructionsResponse
+	(*WatchToolsRequest)(nil),       // 18: toolhost.v1.WatchToolsRequest
+	(*WatchToolsResponse)(nil),      // 19: toolhost.v1.WatchToolsResponse
+	(ToolView)(0),                   // 20: toolhost.v1.ToolView
+	(*Tool)(nil),                    // 21: toolhost.v1.Tool
+	(*structpb.Struct)(nil),         // 22: google.protobuf.Struct
+	(*structpb.Value)(nil),          // 23: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
 }
 var file_toolhost_v1_tool_service_proto_depIdxs = []int32{
-	18, // 0: toolhost.v1.ListToolsRequest.view:type_name -> toolhost.v1.ToolView
-	19, // 1: toolhost.v1.ListToolsResponse.tools:type_name -> toolhost.v1.Tool
-	18, // 2: toolhost.v1.GetToolRequest.view:type_name -> toolhost.v1.ToolView
-	19, // 3: toolhost.v1.GetToolResponse.tool:type_name -> toolhost.v1.Tool
-	20, // 4: toolhost.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	20, // 0: toolhost.v1.ListToolsRequest.view:type_name -> toolhost.v1.ToolView
+	21, // 1: toolhost.v1.ListToolsResponse.tools:type_name -> toolhost.v1.Tool
+	20, // 2: toolhost.v1.GetToolRequest.view:type_name -> toolhost.v1.ToolView
+	21, // 3: toolhost.v1.GetToolResponse.tool:type_name -> toolhost.v1.Tool
+	22, // 4: toolhost.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
 	0,  // 5: toolhost.v1.CallToolRequest.output_format:type_name -> toolhost.v1.OutputFormat
-	20, // 6: toolhost.v1.StreamCallToolRequest.arguments:type_name -> google.protobuf.Struct
+	22, // 6: toolhost.v1.StreamCallToolRequest.arguments:type_name -> google.protobuf.Struct
 	0,  // 7: toolhost.v1.StreamCallToolRequest.output_format:type_name -> toolhost.v1.OutputFormat
 	9,  // 8: toolhost.v1.StreamCallToolResponse.progress:type_name -> toolhost.v1.CallProgress
 	10, // 9: toolhost.v1.StreamCallToolResponse.output:type_name -> toolhost.v1.OutputChunk
 	11, // 10: toolhost.v1.StreamCallToolResponse.result:type_name -> toolhost.v1.CallToolResponse
 	1,  // 11: toolhost.v1.OutputChunk.stream:type_name -> toolhost.v1.OutputStream
-	21, // 12: toolhost.v1.CallToolResponse.structured_output:type_name -> google.protobuf.Value
+	23, // 12: toolhost.v1.CallToolResponse.structured_output:type_name -> google.protobuf.Value
 	12, // 13: toolhost.v1.CallToolResponse.error:type_name -> toolhost.v1.ToolError
-	22, // 14: toolhost.v1.CallToolResponse.timestamp:type_name -> google.protobuf.Timestamp
+	24, // 14: toolhost.v1.CallToolResponse.timestamp:type_name -> google.protobuf.Timestamp
 	15, // 15: toolhost.v1.ReloadResponse.errors:type_name -> toolhost.v1.CatalogError
 	2,  // 16: toolhost.v1.ToolService.ListTools:input_type -> toolhost.v1.ListToolsRequest
 	4,  // 17: toolhost.v1.ToolService.GetTool:input_type -> toolhost.v1.GetToolRequest
 	6,  // 18: toolhost.v1.ToolService.CallTool:input_type -> toolhost.v1.CallToolRequest
 	7,  // 19: toolhost.v1.ToolService.StreamCallTool:input_type -> toolhost.v1.StreamCallToolRequest
 	13, // 20: toolhost.v1.ToolService.Reload:input_type -> toolhost.v1.ReloadRequest
-	16, // 21: toolhost.v1.ToolService.WatchTools:input_type -> toolhost.v1.WatchToolsRequest
-	3,  // 22: toolhost.v1.ToolService.ListTools:output_type -> toolhost.v1.ListToolsResponse
-	5,  // 23: toolhost.v1.ToolService.GetTool:output_type -> toolhost.v1.GetToolResponse
-	11, // 24: toolhost.v1.ToolService.CallTool:output_type -> toolhost.v1.CallToolResponse
-	8,  // 25: toolhost.v1.ToolService.StreamCallTool:output_type -> toolhost.v1.StreamCallToolResponse
-	14, // 26: toolhost.v1.ToolService.Reload:output_type -> toolhost.v1.ReloadResponse
-	17, // 27: toolhost.v1.ToolService.WatchTools:output_type -> toolhost.v1.WatchToolsResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
+	18, // 21: toolhost.v1.ToolService.WatchTools:input_type -> toolhost.v1.WatchToolsRequest
+	16, // 22: toolhost.v1.ToolService.GetInstructions:input_type -> toolhost.v1.GetInstructionsRequest
+	3,  // 23: toolhost.v1.ToolService.ListTools:output_type -> toolhost.v1.ListToolsResponse
+	5,  // 24: toolhost.v1.ToolService.GetTool:output_type -> toolhost.v1.GetToolResponse
+	11, // 25: toolhost.v1.ToolService.CallTool:output_type -> toolhost.v1.CallToolResponse
+	8,  // 26: toolhost.v1.ToolService.StreamCallTool:output_type -> toolhost.v1.StreamCallToolResponse
+	14, // 27: toolhost.v1.ToolService.Reload:output_type -> toolhost.v1.ReloadResponse
+	19, // 28: toolhost.v1.ToolService.WatchTools:output_type -> toolhost.v1.WatchToolsResponse
+	17, // 29: toolhost.v1.ToolService.GetInstructions:output_type -> toolhost.v1.GetInstructionsResponse
+	23, // [23:30] is the sub-list for method output_type
+	16, // [16:23] is the sub-list for method input_type
 	16, // [16:16] is the sub-list for extension type_name
 	16, // [16:16] is the sub-list for extension extendee
 	0,  // [0:16] is the sub-list for field type_name
@@ -1721,7 +1835,7 @@ func file_toolhost_v1_tool_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolhost_v1_tool_service_proto_rawDesc), len(file_toolhost_v1_tool_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,12 +21,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ToolService_ListTools_FullMethodName      = "/toolhost.v1.ToolService/ListTools"
-	ToolService_GetTool_FullMethodName        = "/toolhost.v1.ToolService/GetTool"
-	ToolService_CallTool_FullMethodName       = "/toolhost.v1.ToolService/CallTool"
-	ToolService_StreamCallTool_FullMethodName = "/toolhost.v1.ToolService/StreamCallTool"
-	ToolService_Reload_FullMethodName         = "/toolhost.v1.ToolService/Reload"
-	ToolService_WatchTools_FullMethodName     = "/toolhost.v1.ToolService/WatchTools"
+	ToolService_ListTools_FullMethodName       = "/toolhost.v1.ToolService/ListTools"
+	ToolService_GetTool_FullMethodName         = "/toolhost.v1.ToolService/GetTool"
+	ToolService_CallTool_FullMethodName        = "/toolhost.v1.ToolService/CallTool"
+	ToolService_StreamCallTool_FullMethodName  = "/toolhost.v1.ToolService/StreamCallTool"
+	ToolService_Reload_FullMethodName          = "/toolhost.v1.ToolService/Reload"
+	ToolService_WatchTools_FullMethodName      = "/toolhost.v1.ToolService/WatchTools"
+	ToolService_GetInstructions_FullMethodName = "/toolhost.v1.ToolService/GetInstructions"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -87,6 +88,14 @@ type ToolServiceClient interface {
 	// generations behind without reading: it then first gets every generation it was told about, and a client
 	// that opens a new stream starts again from the current generation.
 	WatchTools(ctx context.Context, in *WatchToolsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchToolsResponse], error)
+	// GetInstructions returns the block of instructions a provider's agent needs to use the tools this caller
+	// may call and that provider is offered (the filter of ListTools with the same provider). For a CLI provider
+	// ("claude_code", "codex"): how to run a tool with the `toolhost` command (`toolhost call NAME key=value ...`,
+	// and the settings through which the command finds the server: TOOLHOST_TARGET, TOOLHOST_TOKEN_FILE,
+	// TOOLHOST_TLS_CA; never a token), then "System Tools" and "Custom Tools" with each tool's instructions and
+	// parameters. For an API provider, which calls tools natively: the tools' system prompts only. The same tools
+	// always give the same text. An unknown provider is INVALID_ARGUMENT listing the known ones.
+	GetInstructions(ctx context.Context, in *GetInstructionsRequest, opts ...grpc.CallOption) (*GetInstructionsResponse, error)
 }
 
 type toolServiceClient struct {
@@ -175,6 +184,16 @@ func (c *toolServiceClient) WatchTools(ctx context.Context, in *WatchToolsReques
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchToolsClient = grpc.ServerStreamingClient[WatchToolsResponse]
 
+func (c *toolServiceClient) GetInstructions(ctx context.Context, in *GetInstructionsRequest, opts ...grpc.CallOption) (*GetInstructionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetInstructionsResponse)
+	err := c.cc.Invoke(ctx, ToolService_GetInstructions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -233,6 +252,14 @@ type ToolServiceServer interface {
 	// generations behind without reading: it then first gets every generation it was told about, and a client
 	// that opens a new stream starts again from the current generation.
 	WatchTools(*WatchToolsRequest, grpc.ServerStreamingServer[WatchToolsResponse]) error
+	// GetInstructions returns the block of instructions a provider's agent needs to use the tools this caller
+	// may call and that provider is offered (the filter of ListTools with the same provider). For a CLI provider
+	// ("claude_code", "codex"): how to run a tool with the `toolhost` command (`toolhost call NAME key=value ...`,
+	// and the settings through which the command finds the server: TOOLHOST_TARGET, TOOLHOST_TOKEN_FILE,
+	// TOOLHOST_TLS_CA; never a token), then "System Tools" and "Custom Tools" with each tool's instructions and
+	// parameters. For an API provider, which calls tools natively: the tools' system prompts only. The same tools
+	// always give the same text. An unknown provider is INVALID_ARGUMENT listing the known ones.
+	GetInstructions(context.Context, *GetInstructionsRequest) (*GetInstructionsResponse, error)
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -260,6 +287,9 @@ func (UnimplementedToolServiceServer) Reload(context.Context, *ReloadRequest) (*
 }
 func (UnimplementedToolServiceServer) WatchTools(*WatchToolsRequest, grpc.ServerStreamingServer[WatchToolsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchTools not implemented")
+}
+func (UnimplementedToolServiceServer) GetInstructions(context.Context, *GetInstructionsRequest) (*GetInstructionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetInstructions not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -376,6 +406,24 @@ func _ToolService_WatchTools_Handler(srv interface{}, stream grpc.ServerStream) 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ToolService_WatchToolsServer = grpc.ServerStreamingServer[WatchToolsResponse]
 
+func _ToolService_GetInstructions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetInstructionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).GetInstructions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_GetInstructions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).GetInstructions(ctx, req.(*GetInstructionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -398,6 +446,10 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reload",
 			Handler:    _ToolService_Reload_Handler,
+		},
+		{
+			MethodName: "GetInstructions",
+			Handler:    _ToolService_GetInstructions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

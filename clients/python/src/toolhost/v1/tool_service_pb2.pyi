@@ -218,6 +218,20 @@ class CatalogError(_message.Message):
     reason: str
     def __init__(self, file: _Optional[str] = ..., line: _Optional[int] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class GetInstructionsRequest(_message.Message):
+    __slots__ = ("provider",)
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    provider: str
+    def __init__(self, provider: _Optional[str] = ...) -> None: ...
+
+class GetInstructionsResponse(_message.Message):
+    __slots__ = ("markdown", "tool_names")
+    MARKDOWN_FIELD_NUMBER: _ClassVar[int]
+    TOOL_NAMES_FIELD_NUMBER: _ClassVar[int]
+    markdown: str
+    tool_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, markdown: _Optional[str] = ..., tool_names: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class WatchToolsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

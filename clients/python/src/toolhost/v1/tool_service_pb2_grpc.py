@@ -77,6 +77,11 @@ class ToolServiceStub:
                 request_serializer=toolhost_dot_v1_dot_tool__service__pb2.WatchToolsRequest.SerializeToString,
                 response_deserializer=toolhost_dot_v1_dot_tool__service__pb2.WatchToolsResponse.FromString,
                 _registered_method=True)
+        self.GetInstructions = channel.unary_unary(
+                '/toolhost.v1.ToolService/GetInstructions',
+                request_serializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsRequest.SerializeToString,
+                response_deserializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsResponse.FromString,
+                _registered_method=True)
 
 
 class ToolServiceServicer:
@@ -165,6 +170,19 @@ class ToolServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetInstructions(self, request, context):
+        """GetInstructions returns the block of instructions a provider's agent needs to use the tools this caller
+        may call and that provider is offered (the filter of ListTools with the same provider). For a CLI provider
+        ("claude_code", "codex"): how to run a tool with the `toolhost` command (`toolhost call NAME key=value ...`,
+        and the settings through which the command finds the server: TOOLHOST_TARGET, TOOLHOST_TOKEN_FILE,
+        TOOLHOST_TLS_CA; never a token), then "System Tools" and "Custom Tools" with each tool's instructions and
+        parameters. For an API provider, which calls tools natively: the tools' system prompts only. The same tools
+        always give the same text. An unknown provider is INVALID_ARGUMENT listing the known ones.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -197,6 +215,11 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     servicer.WatchTools,
                     request_deserializer=toolhost_dot_v1_dot_tool__service__pb2.WatchToolsRequest.FromString,
                     response_serializer=toolhost_dot_v1_dot_tool__service__pb2.WatchToolsResponse.SerializeToString,
+            ),
+            'GetInstructions': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetInstructions,
+                    request_deserializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsRequest.FromString,
+                    response_serializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -374,6 +397,33 @@ class ToolService:
             '/toolhost.v1.ToolService/WatchTools',
             toolhost_dot_v1_dot_tool__service__pb2.WatchToolsRequest.SerializeToString,
             toolhost_dot_v1_dot_tool__service__pb2.WatchToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetInstructions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolhost.v1.ToolService/GetInstructions',
+            toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsRequest.SerializeToString,
+            toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsResponse.FromString,
             options,
             channel_credentials,
             insecure,

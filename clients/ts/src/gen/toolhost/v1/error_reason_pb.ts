@@ -11,7 +11,7 @@ import { enumDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
  * Describes the file toolhost/v1/error_reason.proto.
  */
 export const file_toolhost_v1_error_reason: GenFile = /*@__PURE__*/
-  fileDesc("Ch50b29saG9zdC92MS9lcnJvcl9yZWFzb24ucHJvdG8SC3Rvb2xob3N0LnYxKqEDCgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIfChtFUlJPUl9SRUFTT05fVE9PTF9OT1RfRk9VTkQQARIiCh5FUlJPUl9SRUFTT05fSU5WQUxJRF9BUkdVTUVOVFMQAhIgChxFUlJPUl9SRUFTT05fSU5WQUxJRF9SRVFVRVNUEAMSIwofRVJST1JfUkVBU09OX0lOVkFMSURfUEFHRV9UT0tFThAEEh4KGkVSUk9SX1JFQVNPTl9PVkVSX0NBUEFDSVRZEAUSIgoeRVJST1JfUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYSIwofRVJST1JfUkVBU09OX0hPUF9MSU1JVF9FWENFRURFRBAHEh4KGkVSUk9SX1JFQVNPTl9TSFVUVElOR19ET1dOEAgSIAocRVJST1JfUkVBU09OX1VOQVVUSEVOVElDQVRFRBAJEiIKHkVSUk9SX1JFQVNPTl9QRVJNSVNTSU9OX0RFTklFRBAKEhkKFUVSUk9SX1JFQVNPTl9JTlRFUk5BTBALQkRaQmdpdGh1Yi5jb20vdG9vbGhvc3QvdG9vbGhvc3QvY2xpZW50cy9nby9nZW4vdG9vbGhvc3QvdjE7dG9vbGhvc3R2MWIGcHJvdG8z");
+  fileDesc("Ch50b29saG9zdC92MS9lcnJvcl9yZWFzb24ucHJvdG8SC3Rvb2xob3N0LnYxKo0ECgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIfChtFUlJPUl9SRUFTT05fVE9PTF9OT1RfRk9VTkQQARIiCh5FUlJPUl9SRUFTT05fSU5WQUxJRF9BUkdVTUVOVFMQAhIgChxFUlJPUl9SRUFTT05fSU5WQUxJRF9SRVFVRVNUEAMSIwofRVJST1JfUkVBU09OX0lOVkFMSURfUEFHRV9UT0tFThAEEh4KGkVSUk9SX1JFQVNPTl9PVkVSX0NBUEFDSVRZEAUSIgoeRVJST1JfUkVBU09OX0RFQURMSU5FX0VYQ0VFREVEEAYSIwofRVJST1JfUkVBU09OX0hPUF9MSU1JVF9FWENFRURFRBAHEh4KGkVSUk9SX1JFQVNPTl9TSFVUVElOR19ET1dOEAgSIAocRVJST1JfUkVBU09OX1VOQVVUSEVOVElDQVRFRBAJEiIKHkVSUk9SX1JFQVNPTl9QRVJNSVNTSU9OX0RFTklFRBAKEhkKFUVSUk9SX1JFQVNPTl9JTlRFUk5BTBALEh8KG0VSUk9SX1JFQVNPTl9BTFJFQURZX0VYSVNUUxAMEiMKH0VSUk9SX1JFQVNPTl9SRVNPVVJDRV9OT1RfRk9VTkQQDRIkCiBFUlJPUl9SRUFTT05fRkFJTEVEX1BSRUNPTkRJVElPThAOQkRaQmdpdGh1Yi5jb20vdG9vbGhvc3QvdG9vbGhvc3QvY2xpZW50cy9nby9nZW4vdG9vbGhvc3QvdjE7dG9vbGhvc3R2MWIGcHJvdG8z");
 
 /**
  * Why a request failed with a gRPC error. Every error status from toolhost carries one google.rpc.ErrorInfo
@@ -111,6 +111,30 @@ export enum ErrorReason {
    * @generated from enum value: ERROR_REASON_INTERNAL = 11;
    */
   INTERNAL = 11,
+
+  /**
+   * What the request would create exists already: a user tool's slug taken by any tool (ALREADY_EXISTS). The
+   * message is the same whether the caller may see the tool that holds the name or not.
+   *
+   * @generated from enum value: ERROR_REASON_ALREADY_EXISTS = 12;
+   */
+  ALREADY_EXISTS = 12,
+
+  /**
+   * The thing the request names (a user tool, a version, a conflict) does not exist (NOT_FOUND). A tool to call
+   * is TOOL_NOT_FOUND instead.
+   *
+   * @generated from enum value: ERROR_REASON_RESOURCE_NOT_FOUND = 13;
+   */
+  RESOURCE_NOT_FOUND = 13,
+
+  /**
+   * The request is valid but the server's state refuses it now: enabling a tool incompatible with an enabled
+   * one (FAILED_PRECONDITION). The message says what to change first.
+   *
+   * @generated from enum value: ERROR_REASON_FAILED_PRECONDITION = 14;
+   */
+  FAILED_PRECONDITION = 14,
 }
 
 /**

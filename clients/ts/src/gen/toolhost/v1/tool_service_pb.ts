@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolhost/v1/tool_service.proto.
  */
 export const file_toolhost_v1_tool_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch50b29saG9zdC92MS90b29sX3NlcnZpY2UucHJvdG8SC3Rvb2xob3N0LnYxIqIBChBMaXN0VG9vbHNSZXF1ZXN0EhAKCHBsYXRmb3JtGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEgwKBHRhZ3MYAyADKAkSEAoIcHJvdmlkZXIYBCABKAkSIwoEdmlldxgFIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3EhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJInYKEUxpc3RUb29sc1Jlc3BvbnNlEiAKBXRvb2xzGAEgAygLMhEudG9vbGhvc3QudjEuVG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgDIkMKDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkSIwoEdmlldxgCIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3IkYKD0dldFRvb2xSZXNwb25zZRIfCgR0b29sGAEgASgLMhEudG9vbGhvc3QudjEuVG9vbBISCgpnZW5lcmF0aW9uGAIgASgDIs8BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzItUBChVTdHJlYW1DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzIq0BChZTdHJlYW1DYWxsVG9vbFJlc3BvbnNlEi0KCHByb2dyZXNzGAEgASgLMhkudG9vbGhvc3QudjEuQ2FsbFByb2dyZXNzSAASKgoGb3V0cHV0GAIgASgLMhgudG9vbGhvc3QudjEuT3V0cHV0Q2h1bmtIABIvCgZyZXN1bHQYAyABKAsyHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlSABCBwoFZXZlbnQiTwoMQ2FsbFByb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEhIKBXRvdGFsGAIgASgBSACIAQESDwoHbWVzc2FnZRgDIAEoCUIICgZfdG90YWwiRgoLT3V0cHV0Q2h1bmsSKQoGc3RyZWFtGAEgASgOMhkudG9vbGhvc3QudjEuT3V0cHV0U3RyZWFtEgwKBGRhdGEYAiABKAwijgMKEENhbGxUb29sUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIMCgR0b29sGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDgoGb3V0cHV0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIxChFzdHJ1Y3R1cmVkX291dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVlcnJvchgHIAEoCzIWLnRvb2xob3N0LnYxLlRvb2xFcnJvchITCgtkdXJhdGlvbl9tcxgIIAEoARIQCgh0cmFjZV9pZBgJIAEoCRItCgl0aW1lc3RhbXAYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWV4aXRfY29kZRgLIAEoBUgAiAEBEhEKCXRydW5jYXRlZBgMIAEoCBIbChNvcmlnaW5hbF9zaXplX2J5dGVzGA0gASgDEhAKCHJlZGFjdGVkGA4gASgIEhIKCmdlbmVyYXRpb24YDyABKANCDAoKX2V4aXRfY29kZSIqCglUb29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIg8KDVJlbG9hZFJlcXVlc3Qi3wEKDlJlbG9hZFJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSDQoFY291bnQYAiABKAUSDQoFdG9vbHMYAyADKAkSGAoQbWlzc2luZ19yZXF1aXJlZBgEIAMoCRIUCgxjYXRhbG9nX2RpcnMYBSADKAkSEgoKZ2VuZXJhdGlvbhgGIAEoAxIpCgZlcnJvcnMYByADKAsyGS50b29saG9zdC52MS5DYXRhbG9nRXJyb3ISDQoFYWRkZWQYCCADKAkSDwoHcmVtb3ZlZBgJIAMoCRIPCgdjaGFuZ2VkGAogAygJIjoKDENhdGFsb2dFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDgoGcmVhc29uGAMgASgJIhMKEVdhdGNoVG9vbHNSZXF1ZXN0ImgKEldhdGNoVG9vbHNSZXNwb25zZRISCgpnZW5lcmF0aW9uGAEgASgDEg0KBWNvdW50GAIgASgFEg0KBWFkZGVkGAMgAygJEg8KB3JlbW92ZWQYBCADKAkSDwoHY2hhbmdlZBgFIAMoCSp3CgxPdXRwdXRGb3JtYXQSHQoZT1VUUFVUX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhYKEk9VVFBVVF9GT1JNQVRfSlNPThABEhgKFE9VVFBVVF9GT1JNQVRfUFJFVFRZEAISFgoST1VUUFVUX0ZPUk1BVF9URVhUEAMqYQoMT3V0cHV0U3RyZWFtEh0KGU9VVFBVVF9TVFJFQU1fVU5TUEVDSUZJRUQQABIYChRPVVRQVVRfU1RSRUFNX1NURE9VVBABEhgKFE9VVFBVVF9TVFJFQU1fU1RERVJSEAIy2QMKC1Rvb2xTZXJ2aWNlEkoKCUxpc3RUb29scxIdLnRvb2xob3N0LnYxLkxpc3RUb29sc1JlcXVlc3QaHi50b29saG9zdC52MS5MaXN0VG9vbHNSZXNwb25zZRJECgdHZXRUb29sEhsudG9vbGhvc3QudjEuR2V0VG9vbFJlcXVlc3QaHC50b29saG9zdC52MS5HZXRUb29sUmVzcG9uc2USRwoIQ2FsbFRvb2wSHC50b29saG9zdC52MS5DYWxsVG9vbFJlcXVlc3QaHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlElsKDlN0cmVhbUNhbGxUb29sEiIudG9vbGhvc3QudjEuU3RyZWFtQ2FsbFRvb2xSZXF1ZXN0GiMudG9vbGhvc3QudjEuU3RyZWFtQ2FsbFRvb2xSZXNwb25zZTABEkEKBlJlbG9hZBIaLnRvb2xob3N0LnYxLlJlbG9hZFJlcXVlc3QaGy50b29saG9zdC52MS5SZWxvYWRSZXNwb25zZRJPCgpXYXRjaFRvb2xzEh4udG9vbGhvc3QudjEuV2F0Y2hUb29sc1JlcXVlc3QaHy50b29saG9zdC52MS5XYXRjaFRvb2xzUmVzcG9uc2UwAUJEWkJnaXRodWIuY29tL3Rvb2xob3N0L3Rvb2xob3N0L2NsaWVudHMvZ28vZ2VuL3Rvb2xob3N0L3YxO3Rvb2xob3N0djFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolhost_v1_tool]);
+  fileDesc("Ch50b29saG9zdC92MS90b29sX3NlcnZpY2UucHJvdG8SC3Rvb2xob3N0LnYxIqIBChBMaXN0VG9vbHNSZXF1ZXN0EhAKCHBsYXRmb3JtGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEgwKBHRhZ3MYAyADKAkSEAoIcHJvdmlkZXIYBCABKAkSIwoEdmlldxgFIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3EhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJInYKEUxpc3RUb29sc1Jlc3BvbnNlEiAKBXRvb2xzGAEgAygLMhEudG9vbGhvc3QudjEuVG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgDIkMKDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkSIwoEdmlldxgCIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3IkYKD0dldFRvb2xSZXNwb25zZRIfCgR0b29sGAEgASgLMhEudG9vbGhvc3QudjEuVG9vbBISCgpnZW5lcmF0aW9uGAIgASgDIs8BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzItUBChVTdHJlYW1DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzIq0BChZTdHJlYW1DYWxsVG9vbFJlc3BvbnNlEi0KCHByb2dyZXNzGAEgASgLMhkudG9vbGhvc3QudjEuQ2FsbFByb2dyZXNzSAASKgoGb3V0cHV0GAIgASgLMhgudG9vbGhvc3QudjEuT3V0cHV0Q2h1bmtIABIvCgZyZXN1bHQYAyABKAsyHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlSABCBwoFZXZlbnQiTwoMQ2FsbFByb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEhIKBXRvdGFsGAIgASgBSACIAQESDwoHbWVzc2FnZRgDIAEoCUIICgZfdG90YWwiRgoLT3V0cHV0Q2h1bmsSKQoGc3RyZWFtGAEgASgOMhkudG9vbGhvc3QudjEuT3V0cHV0U3RyZWFtEgwKBGRhdGEYAiABKAwijgMKEENhbGxUb29sUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIMCgR0b29sGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDgoGb3V0cHV0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIxChFzdHJ1Y3R1cmVkX291dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVlcnJvchgHIAEoCzIWLnRvb2xob3N0LnYxLlRvb2xFcnJvchITCgtkdXJhdGlvbl9tcxgIIAEoARIQCgh0cmFjZV9pZBgJIAEoCRItCgl0aW1lc3RhbXAYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWV4aXRfY29kZRgLIAEoBUgAiAEBEhEKCXRydW5jYXRlZBgMIAEoCBIbChNvcmlnaW5hbF9zaXplX2J5dGVzGA0gASgDEhAKCHJlZGFjdGVkGA4gASgIEhIKCmdlbmVyYXRpb24YDyABKANCDAoKX2V4aXRfY29kZSIqCglUb29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIg8KDVJlbG9hZFJlcXVlc3Qi3wEKDlJlbG9hZFJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSDQoFY291bnQYAiABKAUSDQoFdG9vbHMYAyADKAkSGAoQbWlzc2luZ19yZXF1aXJlZBgEIAMoCRIUCgxjYXRhbG9nX2RpcnMYBSADKAkSEgoKZ2VuZXJhdGlvbhgGIAEoAxIpCgZlcnJvcnMYByADKAsyGS50b29saG9zdC52MS5DYXRhbG9nRXJyb3ISDQoFYWRkZWQYCCADKAkSDwoHcmVtb3ZlZBgJIAMoCRIPCgdjaGFuZ2VkGAogAygJIjoKDENhdGFsb2dFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDgoGcmVhc29uGAMgASgJIioKFkdldEluc3RydWN0aW9uc1JlcXVlc3QSEAoIcHJvdmlkZXIYASABKAkiPwoXR2V0SW5zdHJ1Y3Rpb25zUmVzcG9uc2USEAoIbWFya2Rvd24YASABKAkSEgoKdG9vbF9uYW1lcxgCIAMoCSITChFXYXRjaFRvb2xzUmVxdWVzdCJoChJXYXRjaFRvb2xzUmVzcG9uc2USEgoKZ2VuZXJhdGlvbhgBIAEoAxINCgVjb3VudBgCIAEoBRINCgVhZGRlZBgDIAMoCRIPCgdyZW1vdmVkGAQgAygJEg8KB2NoYW5nZWQYBSADKAkqdwoMT3V0cHV0Rm9ybWF0Eh0KGU9VVFBVVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIWChJPVVRQVVRfRk9STUFUX0pTT04QARIYChRPVVRQVVRfRk9STUFUX1BSRVRUWRACEhYKEk9VVFBVVF9GT1JNQVRfVEVYVBADKmEKDE91dHB1dFN0cmVhbRIdChlPVVRQVVRfU1RSRUFNX1VOU1BFQ0lGSUVEEAASGAoUT1VUUFVUX1NUUkVBTV9TVERPVVQQARIYChRPVVRQVVRfU1RSRUFNX1NUREVSUhACMrcECgtUb29sU2VydmljZRJKCglMaXN0VG9vbHMSHS50b29saG9zdC52MS5MaXN0VG9vbHNSZXF1ZXN0Gh4udG9vbGhvc3QudjEuTGlzdFRvb2xzUmVzcG9uc2USRAoHR2V0VG9vbBIbLnRvb2xob3N0LnYxLkdldFRvb2xSZXF1ZXN0GhwudG9vbGhvc3QudjEuR2V0VG9vbFJlc3BvbnNlEkcKCENhbGxUb29sEhwudG9vbGhvc3QudjEuQ2FsbFRvb2xSZXF1ZXN0Gh0udG9vbGhvc3QudjEuQ2FsbFRvb2xSZXNwb25zZRJbCg5TdHJlYW1DYWxsVG9vbBIiLnRvb2xob3N0LnYxLlN0cmVhbUNhbGxUb29sUmVxdWVzdBojLnRvb2xob3N0LnYxLlN0cmVhbUNhbGxUb29sUmVzcG9uc2UwARJBCgZSZWxvYWQSGi50b29saG9zdC52MS5SZWxvYWRSZXF1ZXN0GhsudG9vbGhvc3QudjEuUmVsb2FkUmVzcG9uc2USTwoKV2F0Y2hUb29scxIeLnRvb2xob3N0LnYxLldhdGNoVG9vbHNSZXF1ZXN0Gh8udG9vbGhvc3QudjEuV2F0Y2hUb29sc1Jlc3BvbnNlMAESXAoPR2V0SW5zdHJ1Y3Rpb25zEiMudG9vbGhvc3QudjEuR2V0SW5zdHJ1Y3Rpb25zUmVxdWVzdBokLnRvb2xob3N0LnYxLkdldEluc3RydWN0aW9uc1Jlc3BvbnNlQkRaQmdpdGh1Yi5jb20vdG9vbGhvc3QvdG9vbGhvc3QvY2xpZW50cy9nby9nZW4vdG9vbGhvc3QvdjE7dG9vbGhvc3R2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolhost_v1_tool]);
 
 /**
  * The filter and page of a ListTools call. Every filter that is set must match.
@@ -46,8 +46,10 @@ export type ListToolsRequest = Message<"toolhost.v1.ListToolsRequest"> & {
   tags: string[];
 
   /**
-   * The AI provider the list is for. CLI providers with their own file tools ("claude_code", "codex") do not
-   * get the "file_ops" category. Empty means no provider rule applies.
+   * The AI provider the list is for: "claude_code" and "codex" (CLI providers, which have file tools of their
+   * own) do not get the "file_ops" category, nor tools `equivalent` to one of their native tools
+   * (UserToolService's conflicts), nor the aliases of those; "anthropic", "openai" and "openai_compatible" get
+   * every tool. Empty means no provider rule applies; another name is INVALID_ARGUMENT listing the known ones.
    *
    * @generated from field: string provider = 4;
    */
@@ -720,6 +722,55 @@ export const CatalogErrorSchema: GenMessage<CatalogError> = /*@__PURE__*/
   messageDesc(file_toolhost_v1_tool_service, 13);
 
 /**
+ * Whose instructions to write.
+ *
+ * @generated from message toolhost.v1.GetInstructionsRequest
+ */
+export type GetInstructionsRequest = Message<"toolhost.v1.GetInstructionsRequest"> & {
+  /**
+   * The AI provider the agent runs on, as in ListToolsRequest.provider. Required.
+   *
+   * @generated from field: string provider = 1;
+   */
+  provider: string;
+};
+
+/**
+ * Describes the message toolhost.v1.GetInstructionsRequest.
+ * Use `create(GetInstructionsRequestSchema)` to create a new message.
+ */
+export const GetInstructionsRequestSchema: GenMessage<GetInstructionsRequest> = /*@__PURE__*/
+  messageDesc(file_toolhost_v1_tool_service, 14);
+
+/**
+ * Instructions for an agent, in Markdown.
+ *
+ * @generated from message toolhost.v1.GetInstructionsResponse
+ */
+export type GetInstructionsResponse = Message<"toolhost.v1.GetInstructionsResponse"> & {
+  /**
+   * The block to put in the agent's system prompt.
+   *
+   * @generated from field: string markdown = 1;
+   */
+  markdown: string;
+
+  /**
+   * The tools the block describes, sorted by name.
+   *
+   * @generated from field: repeated string tool_names = 2;
+   */
+  toolNames: string[];
+};
+
+/**
+ * Describes the message toolhost.v1.GetInstructionsResponse.
+ * Use `create(GetInstructionsResponseSchema)` to create a new message.
+ */
+export const GetInstructionsResponseSchema: GenMessage<GetInstructionsResponse> = /*@__PURE__*/
+  messageDesc(file_toolhost_v1_tool_service, 15);
+
+/**
  * WatchTools takes no options.
  *
  * @generated from message toolhost.v1.WatchToolsRequest
@@ -732,7 +783,7 @@ export type WatchToolsRequest = Message<"toolhost.v1.WatchToolsRequest"> & {
  * Use `create(WatchToolsRequestSchema)` to create a new message.
  */
 export const WatchToolsRequestSchema: GenMessage<WatchToolsRequest> = /*@__PURE__*/
-  messageDesc(file_toolhost_v1_tool_service, 14);
+  messageDesc(file_toolhost_v1_tool_service, 16);
 
 /**
  * One generation of the caller's view, as a change from the one before.
@@ -782,7 +833,7 @@ export type WatchToolsResponse = Message<"toolhost.v1.WatchToolsResponse"> & {
  * Use `create(WatchToolsResponseSchema)` to create a new message.
  */
 export const WatchToolsResponseSchema: GenMessage<WatchToolsResponse> = /*@__PURE__*/
-  messageDesc(file_toolhost_v1_tool_service, 15);
+  messageDesc(file_toolhost_v1_tool_service, 17);
 
 /**
  * How CallToolResponse.output is written. A format renders the tool's structured output after the server has
@@ -968,6 +1019,22 @@ export const ToolService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchToolsRequestSchema;
     output: typeof WatchToolsResponseSchema;
+  },
+  /**
+   * GetInstructions returns the block of instructions a provider's agent needs to use the tools this caller
+   * may call and that provider is offered (the filter of ListTools with the same provider). For a CLI provider
+   * ("claude_code", "codex"): how to run a tool with the `toolhost` command (`toolhost call NAME key=value ...`,
+   * and the settings through which the command finds the server: TOOLHOST_TARGET, TOOLHOST_TOKEN_FILE,
+   * TOOLHOST_TLS_CA; never a token), then "System Tools" and "Custom Tools" with each tool's instructions and
+   * parameters. For an API provider, which calls tools natively: the tools' system prompts only. The same tools
+   * always give the same text. An unknown provider is INVALID_ARGUMENT listing the known ones.
+   *
+   * @generated from rpc toolhost.v1.ToolService.GetInstructions
+   */
+  getInstructions: {
+    methodKind: "unary";
+    input: typeof GetInstructionsRequestSchema;
+    output: typeof GetInstructionsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolhost_v1_tool_service, 0);

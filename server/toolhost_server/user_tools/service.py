@@ -1,0 +1,268 @@
+"""UserTools: what every surface (the gRPC service, the tool-management tools, the CLI through them) asks of the
+user tools. Each method checks the caller's right itself, stores the change, serves it before returning, and
+audits it.
+
+    tools = toolhost.user_tools
+    await tools.create(caller, UserToolRecord(slug="disk_usage", description="...", script="du -sh .", ...))
+    await tools.update(caller, "disk_usage", {"script": "du -sh -- \\"$TOOL_ARG_PATH\\""})
+    await tools.restore(caller, "disk_usage", 1)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import builtins
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from opentelemetry import trace
+
+from ..audit import AuditRecord, AuditTrail
+from ..auth import Caller
+from ..catalog.loader import ToolLoader
+from ..errors import (
+    FailedPreconditionError,
+    InvalidPageTokenError,
+    InvalidRequestError,
+    PermissionDeniedError,
+    ToolhostError,
+)
+from ..listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from ..pipeline import new_call_id
+from ..registry import Registry
+from ..runners import RunnerConfigError
+from ..telemetry import trace_id_of
+from .records import DEFAULT_CATEGORY, MUTABLE_FIELDS, ConflictRecord, UserToolRecord, UserToolVersionRecord
+from .serving import UserToolServing
+from .table import UserToolTable, taken_name_error
+from .validation import check_record, check_slug
+
+logger = logging.getLogger("toolhost.user_tools")
+
+
+class ConflictChecks(Protocol):
+    """What enabling a tool asks of the conflicts table (conflicts.ToolConflicts provides it)."""
+
+    async def incompatible_with(self, name: str, served: Collection[str]) -> list[ConflictRecord]: ...
+
+    async def equivalent_to(self, name: str, served: Collection[str]) -> list[ConflictRecord]: ...
+
+
+class UserTools:
+    """Creates, reads, changes and removes user tools for callers with the admin role or `manage_tools`.
+
+    `conflicts`, when set, is asked before a tool is enabled: an `incompatible` pair with a served tool is
+    refused (FailedPreconditionError), `equivalent` ones are returned.
+    """
+
+    def __init__(self, table: UserToolTable, serving: UserToolServing, loader: ToolLoader, registry: Registry,
+                 audit: AuditTrail) -> None:
+        self.table = table
+        self.serving = serving
+        self._loader = loader
+        self._registry = registry
+        self._audit = audit
+        self.conflicts: ConflictChecks | None = None
+
+    async def create(self, caller: Caller, tool: UserToolRecord) -> UserToolRecord:
+        """Store `tool` as version 1, enabled, and serve it. Its version, times and `enabled` are ignored."""
+        with self._audited(caller, "CREATE", tool.slug, ()):
+            check_slug(tool.slug)
+            if tool.slug in self.serving.taken_names():
+                raise taken_name_error(tool.slug)
+            tool = _normalized(dataclasses.replace(tool, enabled=True))
+            self._check(caller, tool)
+            created = await asyncio.to_thread(self.table.create, tool, caller.name)
+            await self.serving.refresh()
+            return self._with_shadow(created)
+
+    async def get(self, caller: Caller, slug: str) -> UserToolRecord:
+        _require_right(caller, "GetUserTool")
+        return self._with_shadow(await asyncio.to_thread(self.table.get, slug))
+
+    async def list(self, caller: Caller, page_size: int, page_token: str) -> tuple[list[UserToolRecord], str]:
+        """One page of the user tools, sorted by slug; the token of the next page ("" on the last)."""
+        _require_right(caller, "ListUserTools")
+        size = _page_size(page_size)
+        after = str(_decode_token(page_token, "user_tools", str)) if page_token else ""
+        records = await asyncio.to_thread(self.table.page, after, size + 1)
+        more = len(records) > size
+        records = records[:size]
+        token = _encode_token("user_tools", records[-1].slug) if more else ""
+        return [self._with_shadow(record) for record in records], token
+
+    async def update(self, caller: Caller, slug: str, changes: Mapping[str, Any]) -> UserToolRecord:
+        """Change the fields `changes` names (MUTABLE_FIELDS) and store the result as the next version."""
+        with self._audited(caller, "UPDATE", slug, tuple(f for f in MUTABLE_FIELDS if f in changes)):
+            unknown = sorted(set(changes) - set(MUTABLE_FIELDS))
+            if unknown:
+                raise InvalidRequestError(f"cannot update {', '.join(unknown)}; the fields that change are "
+                                          f"{', '.join(MUTABLE_FIELDS)} (`enabled` through SetUserToolEnabled)")
+            if not changes:
+                raise InvalidRequestError(f"name at least one field to change: {', '.join(MUTABLE_FIELDS)}")
+            values = dict(changes)
+            for field in ("tags", "credentials"):
+                if field in values:
+                    values[field] = tuple(values[field])
+
+            def apply(before: UserToolRecord) -> UserToolRecord:
+                after = _normalized(dataclasses.replace(before, **values))
+                self._check(caller, after)
+                return after
+
+            _, after = await asyncio.to_thread(self.table.change, slug, apply, caller.name, "update")
+            await self.serving.refresh()
+            return self._with_shadow(after)
+
+    async def delete(self, caller: Caller, slug: str) -> UserToolRecord:
+        """Remove the tool and its versions, and stop serving it; the tool as it was."""
+        with self._audited(caller, "DELETE", slug, ()):
+            _require_right(caller, "DeleteUserTool")
+            deleted = await asyncio.to_thread(self.table.delete, slug)
+            await self.serving.refresh()
+            return dataclasses.replace(deleted, shadowed_by="")
+
+    async def versions(self, caller: Caller, slug: str, page_size: int,
+                       page_token: str) -> tuple[builtins.list[UserToolVersionRecord], str]:
+        """One page of the tool's versions, newest first; the token of the next page ("" on the last)."""
+        _require_right(caller, "ListUserToolVersions")
+        size = _page_size(page_size)
+        before = int(_decode_token(page_token, slug, int)) if page_token else 0
+        records = await asyncio.to_thread(self.table.versions, slug, before, size + 1)
+        more = len(records) > size
+        records = records[:size]
+        return records, _encode_token(slug, records[-1].version) if more else ""
+
+    async def restore(self, caller: Caller, slug: str, version: int) -> UserToolRecord:
+        """Store a new version whose script, system prompt and schema are those of `version`, and serve it."""
+        with self._audited(caller, "RESTORE", slug, ()):
+            _require_right(caller, "RestoreUserToolVersion")
+            old = await asyncio.to_thread(self.table.version, slug, version)
+
+            def apply(before: UserToolRecord) -> UserToolRecord:
+                after = dataclasses.replace(before, script=old.script, system_prompt=old.system_prompt,
+                                            input_schema=old.input_schema)
+                self._check(caller, after)
+                return after
+
+            _, after = await asyncio.to_thread(self.table.change, slug, apply, caller.name,
+                                               f"restore of version {version}")
+            await self.serving.refresh()
+            return self._with_shadow(after)
+
+    async def set_enabled(self, caller: Caller, slug: str,
+                          enabled: bool) -> tuple[UserToolRecord, builtins.list[ConflictRecord]]:
+        """Serve the tool or stop serving it (its version stays). Enabling it beside a served tool it is
+        `incompatible` with is FailedPreconditionError; the `equivalent` served tools are returned."""
+        with self._audited(caller, "ENABLE" if enabled else "DISABLE", slug, ()):
+            _require_right(caller, "SetUserToolEnabled")
+            served = [name for name in self._registry.snapshot.names if name != slug]
+            if enabled and self.conflicts is not None:
+                for conflict in await self.conflicts.incompatible_with(slug, served):
+                    other = conflict.tool_b if conflict.tool_a == slug else conflict.tool_a
+                    hint = f": {conflict.resolution_hint}" if conflict.resolution_hint else ""
+                    raise FailedPreconditionError(
+                        f"user tool {slug!r} is incompatible with {other!r}, which is enabled{hint}; disable "
+                        f"{other!r} first")
+            _, after = await asyncio.to_thread(
+                self.table.change, slug, lambda before: dataclasses.replace(before, enabled=enabled), caller.name,
+                "enable" if enabled else "disable", new_version=False)
+            await self.serving.refresh()
+            equivalents: builtins.list[ConflictRecord] = []
+            if enabled and self.conflicts is not None:
+                equivalents = await self.conflicts.equivalent_to(slug, served)
+            return self._with_shadow(after), equivalents
+
+    def _check(self, caller: Caller, tool: UserToolRecord) -> None:
+        """InvalidRequestError unless `tool` can be served, with credentials only the caller may grant."""
+        spec = check_record(tool, caller.permissions.grantable_credentials)
+        try:
+            self._loader.compile(spec)
+        except RunnerConfigError as exc:
+            raise InvalidRequestError(f"script: {exc}") from None
+        except ValueError as exc:  # the argument validator refused the schema
+            raise InvalidRequestError(f"input_schema: {exc}") from None
+
+    def _with_shadow(self, record: UserToolRecord) -> UserToolRecord:
+        return dataclasses.replace(record, shadowed_by=self.serving.shadowed_by(record.slug))
+
+    @contextmanager
+    def _audited(self, caller: Caller, action: str, slug: str, fields: tuple[str, ...]) -> Iterator[None]:
+        """Audit the change: tool = the slug, outcome = what was done (CREATED, UPDATED, ...) or, when refused,
+        the action and the reason (UPDATE_REFUSED:PERMISSION_DENIED); argument_keys = the fields changed."""
+        _require_right(caller, _ACTIONS[action][1], audit=lambda reason: self._record(
+            caller, slug, f"{action}_REFUSED:{reason}", fields, 0.0))
+        started = time.perf_counter()
+        outcome = f"{action}_REFUSED:INTERNAL"
+        try:
+            yield
+            outcome = _ACTIONS[action][0]
+        except ToolhostError as exc:
+            outcome = f"{action}_REFUSED:{exc.reason}"
+            raise
+        finally:
+            self._record(caller, slug, outcome, fields, (time.perf_counter() - started) * 1000)
+
+    def _record(self, caller: Caller, slug: str, outcome: str, fields: tuple[str, ...], duration_ms: float) -> None:
+        self._audit.record(AuditRecord(
+            time=datetime.now(UTC), caller=caller.name, auth_method=caller.method.value, tool=slug[:256],
+            call_id=new_call_id(), trace_id=trace_id_of(trace.get_current_span()), duration_ms=duration_ms,
+            outcome=outcome, argument_keys=fields, argument_key_count=len(fields)))
+
+
+# Each change: its outcome when done, and the RPC that asks for it (for refusal messages).
+_ACTIONS = {
+    "CREATE": ("CREATED", "CreateUserTool"), "UPDATE": ("UPDATED", "UpdateUserTool"),
+    "DELETE": ("DELETED", "DeleteUserTool"), "RESTORE": ("RESTORED", "RestoreUserToolVersion"),
+    "ENABLE": ("ENABLED", "SetUserToolEnabled"), "DISABLE": ("DISABLED", "SetUserToolEnabled"),
+}
+
+
+def _require_right(caller: Caller, action: str, audit: Callable[[str], None] | None = None) -> None:
+    """PermissionDeniedError unless the caller has the admin role or `manage_tools`."""
+    if caller.permissions.may_manage_tools:
+        return
+    error = PermissionDeniedError(
+        f"{action} needs the admin role or a role with `manage_tools: true` in the server's auth file, which "
+        f"caller {caller.name!r} (roles: {', '.join(sorted(caller.roles)) or 'none'}) does not have")
+    if audit is not None:
+        audit(error.reason)
+    raise error
+
+
+def _normalized(tool: UserToolRecord) -> UserToolRecord:
+    """Empty category: "custom"; a timeout of 0: the server's default."""
+    return dataclasses.replace(
+        tool, category=tool.category or DEFAULT_CATEGORY,
+        timeout_seconds=tool.timeout_seconds or None, tags=tuple(tool.tags), credentials=tuple(tool.credentials))
+
+
+def _page_size(page_size: int) -> int:
+    if page_size < 0:
+        raise InvalidRequestError(f"page_size must not be negative (got {page_size}); use 0 for the default of "
+                                  f"{DEFAULT_PAGE_SIZE}")
+    return min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+
+
+def _encode_token(scope: str, after: str | int) -> str:
+    raw = json.dumps({"s": scope, "a": after}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(token: str, scope: str, kind: type[str] | type[int]) -> str | int:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        token_scope, after = data["s"], data["a"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
+                                    "page_token") from None
+    if token_scope != scope or type(after) is not kind:
+        raise InvalidPageTokenError("page_token belongs to another list; start again with an empty page_token")
+    return after

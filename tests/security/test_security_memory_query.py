@@ -1,0 +1,141 @@
+"""Attacks on memory_query, on SQLite and PostgreSQL: a corpus of statements that write, change the schema, read
+toolhost's other tables or the catalogs, chain statements (also behind comments), write from a CTE, ATTACH, PRAGMA,
+touch files, call functions that escape a read-only role, or trick the scanner; each is refused and no table (nor,
+on PostgreSQL, a view, role or large object) changes. Recursive CTE bombs end at the timeout; huge results are cut."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grpc
+import pytest
+from sqlalchemy import URL
+
+from toolhost_server.store.engine import sqlite_file_url
+
+from helpers.memory import PEOPLE_SCHEMA, call_memory_tool, dump, init_memory_role, memory
+from helpers.todos import store_settings, todo
+from postgres_cluster import DATABASES
+
+REFUSED = [
+    # writes
+    "INSERT INTO people (name) VALUES ('x')",
+    "UPDATE people SET name = 'x'",
+    "DELETE FROM people",
+    "DELETE FROM memory_records",
+    "REPLACE INTO memory_records (id) VALUES (1)",
+    "SELECT name FROM people FOR UPDATE",
+    "SELECT 1 INTO stolen",
+    # DDL
+    "DROP TABLE memory_records",
+    "CREATE TABLE t (x integer)",
+    "ALTER TABLE credentials ADD COLUMN y integer",
+    "DROP VIEW people",
+    "CREATE TEMP TABLE t AS SELECT 1",
+    # other tables
+    "SELECT * FROM credentials",
+    "SELECT * FROM audit_records",
+    "SELECT * FROM memory_records",
+    "SELECT * FROM memory_query_role",
+    "SELECT * FROM todos",
+    "SELECT name FROM people UNION SELECT caller FROM audit_records",
+    "SELECT (SELECT count(*) FROM credentials) AS n",
+    "SELECT * FROM public.credentials",
+    "SELECT * FROM main.credentials",
+    # catalogs
+    "SELECT * FROM sqlite_master",
+    "SELECT * FROM sqlite_schema",
+    "SELECT * FROM pg_catalog.pg_tables",
+    "SELECT relname FROM pg_class",
+    'SELECT * FROM "pg_class"',
+    "SELECT * FROM information_schema.tables",
+    "SELECT rolname FROM pg_roles",
+    # several statements, also behind comments
+    "SELECT 1; DELETE FROM memory_records",
+    "SELECT 1;DROP TABLE credentials;",
+    "SELECT 1 /* ; */; DELETE FROM memory_records",
+    "SELECT 1 --\n; DELETE FROM memory_records",
+    "SELECT 1 /* /* */ ; DELETE FROM memory_records -- */",
+    # CTEs that write
+    "WITH d AS (DELETE FROM memory_records RETURNING *) SELECT * FROM d",
+    "WITH x AS (INSERT INTO memory_records (structure) VALUES ('people') RETURNING id) SELECT * FROM x",
+    # ATTACH, PRAGMA
+    "ATTACH DATABASE '/tmp/toolhost-attack.db' AS x",
+    "SELECT 1; ATTACH 'file:x' AS y",
+    "PRAGMA writable_schema = 1",
+    "PRAGMA table_info(credentials)",
+    "SELECT * FROM pragma_table_info('credentials')",
+    # functions that touch files, or escape a read-only role
+    "SELECT readfile('/etc/passwd')",
+    "SELECT writefile('/tmp/toolhost-attack', 'x')",
+    "SELECT load_extension('/tmp/toolhost-attack.so')",
+    "SELECT pg_read_file('/etc/passwd')",
+    "COPY memory_records TO '/tmp/toolhost-attack'",
+    "SELECT lo_import('/etc/passwd')",
+    "SELECT lo_create(0)",
+    "SELECT set_config('role', 'none', true)",
+    "SELECT query_to_xml('select * from credentials', true, false, '')",
+    "SELECT pg_notify('toolhost', 'x')",
+    "SELECT pg_advisory_lock(1)",
+    "SELECT pg_sleep(100)",
+    "SELECT zeroblob(1000000000)",
+    "SELECT name FROM people, LATERAL (SELECT set_config('a.b', 'c', true)) AS s",
+    # the scanner's edges: text the databases would read otherwise
+    "SELECT E'\\'', set_config('a.b', 'c', true)",
+    "SELECT $$x$$",
+    "SELECT 1set_config('a.b', 'c', true)",
+    'SELECT U&"\\0070g_class".relname FROM people',
+    "SELECT \"set_config\"('a.b', 'c', true)",
+    "SELECT pg_catalog.upper('x')",
+    "SELECT `name` FROM people",
+    "WITH r(x) AS (SELECT 1) SELECT * FROM r",
+    "SELECT 'unterminated",
+    "SELECT 1 /* unterminated",
+    "SELECT '\x00'",
+    "",
+    "x" * 20_001,
+]
+# Ended by the tool's timeout: the query runs, and is stopped.
+BOMBS = [
+    "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
+    "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c) SELECT max(a.x) FROM c a, c b",
+]
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
+    if request.param == "sqlite":
+        (tmp_path / "data").mkdir(mode=0o700)
+        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
+    url: URL = request.getfixturevalue("postgres_url")
+    return url
+
+
+async def test_the_corpus_is_refused_and_changes_no_table(start_server, database: URL, tmp_path: Path):
+    server = await start_server(max_call_seconds=2.0, **store_settings(database, tmp_path))
+    await memory(server.stub, "memory_structure_create", name="people", schema=PEOPLE_SCHEMA)
+    await memory(server.stub, "memory_create", structure="people", data={"name": "Ada"})
+    await todo(server.stub, action="add", content="a row in another table")
+    await init_memory_role(database)
+    assert (await memory(server.stub, "memory_query", sql="SELECT name FROM people"))["rows"] == [["Ada"]]
+    before = dump(database)
+    assert before["memory_records"] and before["todos"]
+
+    for sql in REFUSED:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            response = await call_memory_tool(server.stub, "memory_query", "", {"sql": sql})
+            pytest.fail(f"{sql!r} was not refused: {response}")
+        assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (sql, refused.value.details())
+    for sql in BOMBS:
+        response = await call_memory_tool(server.stub, "memory_query", "", {"sql": sql})
+        assert not response.success and response.error.code == "QUERY_TIMEOUT", (sql, response.error)
+    huge = await memory(server.stub, "memory_query", sql=(
+        "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c) SELECT x, 'padding' AS p FROM c"))
+    assert huge["truncated"] is True and huge["row_count"] == 1000
+
+    after = dump(database)
+    # Every call is audited: the audit trail only grew, by the calls' own records; nothing else changed.
+    assert set(before.pop("audit_records")) <= set(after.pop("audit_records"))
+    assert after == before
+    # And the memory still answers, as it did.
+    assert (await memory(server.stub, "memory_query", sql="SELECT name FROM people"))["rows"] == [["Ada"]]

@@ -1,0 +1,162 @@
+"""PocketDev's memory tools through a real server, on SQLite and PostgreSQL: structures and their schema checks,
+records validated on create and update (merge and replace), deletes refused while records exist, memory_query over
+the views with its row cap, PostgreSQL without its memory role, and memory shared only with the callers allowed it."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import grpc
+import pytest
+from sqlalchemy import URL
+
+from toolhost_server.auth import hash_token
+from toolhost_server.store.engine import sqlite_file_url
+
+from helpers.memory import PEOPLE_SCHEMA, init_memory_role, memory, memory_refused
+from helpers.status import error_details
+from helpers.todos import store_settings
+from postgres_cluster import DATABASES
+
+MEMORY_TOOLS = ("memory_structure_create", "memory_structure_get", "memory_structure_delete", "memory_create",
+                "memory_update", "memory_delete", "memory_query")
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
+    if request.param == "sqlite":
+        (tmp_path / "data").mkdir(mode=0o700)
+        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
+    url: URL = request.getfixturevalue("postgres_url")
+    return url
+
+
+async def test_structures_records_and_queries(start_server, database: URL, tmp_path: Path):
+    server = await start_server(**store_settings(database, tmp_path))
+    created = await memory(server.stub, "memory_structure_create", name="people", description="who we met",
+                           schema=PEOPLE_SCHEMA)
+    assert created["columns"] == ["id", "created_at", "updated_at", "name", "age", "friend_id", "tags"]
+    if database.get_backend_name() == "postgresql":
+        refused = await memory_refused(server.stub, "memory_query", sql="SELECT * FROM people")
+        assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "toolhost db init-memory-role" in refused.details()
+        await init_memory_role(database)
+
+    ada = await memory(server.stub, "memory_create", structure="people", data={"name": "Ada", "age": 36})
+    bob = await memory(server.stub, "memory_create", structure="people",
+                       data={"name": "Bob", "age": 41, "friend_id": int(ada["id"]), "tags": ["x"]})
+    assert ada["data"] == {"name": "Ada", "age": 36.0} and int(bob["id"]) > int(ada["id"])
+
+    merged = await memory(server.stub, "memory_update", structure="people", id=int(ada["id"]),
+                          data={"age": 37, "tags": ["math"]})
+    assert merged["data"] == {"name": "Ada", "age": 37.0, "tags": ["math"]}
+    removed = await memory(server.stub, "memory_update", structure="people", id=int(ada["id"]), data={"age": None})
+    assert removed["data"] == {"name": "Ada", "tags": ["math"]}
+    replaced = await memory(server.stub, "memory_update", structure="people", id=int(bob["id"]), mode="replace",
+                            data={"name": "Robert"})
+    assert replaced["data"] == {"name": "Robert"}
+
+    result = await memory(server.stub, "memory_query",
+                          sql="SELECT p.name, f.name AS friend FROM people p LEFT JOIN people f ON f.id = p.friend_id "
+                              "ORDER BY p.name;")
+    assert result == {"columns": ["name", "friend"], "rows": [["Ada", None], ["Robert", None]], "row_count": 2.0,
+                      "truncated": False}
+    counted = await memory(server.stub, "memory_query",
+                           sql="SELECT count(*) AS n, max(upper(name)) AS top FROM people WHERE name LIKE 'A%'")
+    assert counted["rows"] == [[1.0, "ADA"]]
+
+    # More rows than memory_query sends: the first 1000, and truncated says so.
+    many = await memory(server.stub, "memory_query", sql=(
+        "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c WHERE x < 1500) SELECT x FROM c"))
+    assert many["truncated"] is True and many["row_count"] == 1000 and many["rows"][-1] == [1000.0]
+
+    refused = await memory_refused(server.stub, "memory_structure_delete", name="people")
+    assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION and "force" in refused.details()
+    gone = await memory(server.stub, "memory_delete", structure="people", id=int(bob["id"]))
+    assert gone["data"] == {"name": "Robert"}
+    assert (await memory_refused(server.stub, "memory_delete", structure="people", id=int(bob["id"]))).code() \
+        == grpc.StatusCode.NOT_FOUND
+    deleted = await memory(server.stub, "memory_structure_delete", name="people", force=True)
+    assert deleted == {"name": "people", "deleted_records": 1.0}
+    assert (await memory(server.stub, "memory_structure_get")) == {"structures": []}
+    assert (await memory_refused(server.stub, "memory_structure_get", name="people")).code() \
+        == grpc.StatusCode.NOT_FOUND
+    refused = await memory_refused(server.stub, "memory_query", sql="SELECT * FROM people")
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # The name is free again, with another schema and so another view.
+    await memory(server.stub, "memory_structure_create", name="people",
+                 schema={"type": "object", "properties": {"nick": {"type": "string"}}})
+    await memory(server.stub, "memory_create", structure="people", data={"nick": "ada"})
+    assert (await memory(server.stub, "memory_query", sql="SELECT nick FROM people"))["rows"] == [["ada"]]
+
+
+BAD_SCHEMAS = [
+    ({"type": "object", "properties": {"a": {"type": "nonsense"}}}, "/schema", "not a valid JSON Schema"),
+    ({"type": "array"}, "/schema/type", '"type": "object"'),
+    ({"type": "object"}, "/schema/properties", "name the record's fields"),
+    ({"type": "object", "properties": {"first name": {"type": "string"}}}, "/schema/properties/first name",
+     "becomes a column"),
+    ({"type": "object", "properties": {"id": {"type": "string"}}}, "/schema/properties/id", "own columns"),
+    ({"type": "object", "properties": {"pg_x": {}}}, "/schema/properties/pg_x", "may not start with"),
+    ({"type": "object", "properties": {"Name": {}, "name": {}}}, "/schema/properties/name", "only in case"),
+]
+
+
+async def test_schema_and_data_violations_are_invalid_argument(start_server, tmp_path: Path):
+    server = await start_server()
+    for schema, pointer, reason in BAD_SCHEMAS:
+        refused = await memory_refused(server.stub, "memory_structure_create", name="bad", schema=schema)
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, schema
+        violations = error_details(refused)[1]
+        assert violations[0][0] == pointer and reason in violations[0][1], (schema, violations)
+    for name in ("pg_class", "sqlite_master", "People", "1x", "a-b", ""):
+        refused = await memory_refused(server.stub, "memory_structure_create", name=name, schema=PEOPLE_SCHEMA)
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT, name
+    assert (await memory(server.stub, "memory_structure_get")) == {"structures": []}
+
+    await memory(server.stub, "memory_structure_create", name="people", schema=PEOPLE_SCHEMA)
+    refused = await memory_refused(server.stub, "memory_structure_create", name="people", schema=PEOPLE_SCHEMA)
+    assert refused.code() == grpc.StatusCode.ALREADY_EXISTS
+    refused = await memory_refused(server.stub, "memory_create", structure="people",
+                                   data={"age": "old", "nickname": "x"})
+    assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+    fields = dict(error_details(refused)[1])
+    assert set(fields) == {"/data/name", "/data/age", "/data/nickname"}, fields
+    assert "required field is missing" in fields["/data/name"] and "integer" in fields["/data/age"]
+    record = await memory(server.stub, "memory_create", structure="people", data={"name": "Ada"})
+    # An update is validated as a whole record: merge may not break it, replace may not drop a required field.
+    for mode, data, pointer in (("merge", {"age": 1.5}, "/data/age"), ("merge", {"name": None}, "/data/name"),
+                                ("replace", {"age": 3}, "/data/name")):
+        refused = await memory_refused(server.stub, "memory_update", structure="people", id=int(record["id"]),
+                                       mode=mode, data=data)
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT and error_details(refused)[1][0][0] == pointer
+    assert (await memory(server.stub, "memory_query", sql="SELECT name, age FROM people"))["rows"] == [["Ada", None]]
+    refused = await memory_refused(server.stub, "memory_create", structure="nothing", data={"name": "x"})
+    assert refused.code() == grpc.StatusCode.NOT_FOUND and "memory_structure_get" in refused.details()
+
+
+async def test_memory_is_shared_by_the_callers_allowed_it_and_hidden_from_others(start_server, tmp_path: Path):
+    alice, bob, carol = (secrets.token_urlsafe(32) for _ in range(3))
+    (tmp_path / "auth.yaml").write_text(f"""\
+roles:
+  rememberer:
+    call: {{categories: [memory]}}
+  other:
+    call: {{tools: [echo]}}
+tokens:
+  - {{name: alice, sha256: {hash_token(alice)}, roles: [rememberer]}}
+  - {{name: bob, sha256: {hash_token(bob)}, roles: [rememberer]}}
+  - {{name: carol, sha256: {hash_token(carol)}, roles: [other]}}
+""")
+    server = await start_server(auth_file=tmp_path / "auth.yaml")
+    await memory(server.stub, "memory_structure_create", alice, name="notes", schema={
+        "type": "object", "properties": {"text": {"type": "string"}}})
+    await memory(server.stub, "memory_create", alice, structure="notes", data={"text": "alice's"})
+    assert (await memory(server.stub, "memory_query", bob, sql="SELECT text FROM notes"))["rows"] == [["alice's"]]
+    for tool in MEMORY_TOOLS:
+        refused = await memory_refused(server.stub, tool, carol, structure="notes", name="notes", sql="SELECT 1",
+                                       data={}, id=1)
+        assert refused.code() == grpc.StatusCode.NOT_FOUND, tool
+        assert "notes" not in refused.details()
+    assert (await memory(server.stub, "memory_query", alice, sql="SELECT count(*) FROM notes"))["rows"] == [[1.0]]
