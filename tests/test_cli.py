@@ -75,7 +75,7 @@ async def server(start_server: ServerFactory, tmp_path: Path) -> RunningServer:
 
 
 async def test_tools_list_prints_an_aligned_table(server):
-    run = await toolhost("--target", server.target, "tools", "list")
+    run = await toolhost("--target", server.target, "tools", "list", env=cli_env(COLUMNS="200"))
     assert run.code == 0, run.err
     lines = run.out.splitlines()
     assert lines[0].split() == ["NAME", "CATEGORY", "PLATFORM", "SOURCE", "DESCRIPTION"]
@@ -120,6 +120,24 @@ async def test_tools_list_cuts_each_line_to_columns(server, columns):
     assert LONG_DESCRIPTION.startswith(cut[start:-1])
     if columns == 200:  # a description that fits is not cut
         assert next(line for line in lines if line.startswith("nap ")).endswith("Sleeps for `delay` seconds.")
+
+
+async def test_a_narrow_table_drops_source_then_platform_before_the_description_shrinks(server):
+    """Long tool names (memory_structure_create) would leave a description a few letters wide at 80 columns:
+    SOURCE, then PLATFORM, make way first."""
+    full = ["NAME", "CATEGORY", "PLATFORM", "SOURCE", "DESCRIPTION"]
+    without_source, without_both = full[:3] + full[4:], full[:2] + full[4:]
+    for columns in (200, 80, 60):
+        run = await toolhost("tools", "list", env=cli_env(TOOLHOST_TARGET=server.target, COLUMNS=str(columns)))
+        header = run.out.splitlines()[0]
+        shown = header.split()
+        assert shown in (full, without_source, without_both), shown
+        if shown != without_both:  # a column goes only while the description would get fewer than 24
+            assert columns - header.index("DESCRIPTION") >= 24, header
+        if columns == 200:
+            assert shown == full
+        if columns == 60:
+            assert shown == without_both
 
 
 async def test_tools_list_into_a_pipe_fits_80_columns_without_a_terminal(server):

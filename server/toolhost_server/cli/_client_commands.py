@@ -57,8 +57,8 @@ def tools_list(client: Client, args: argparse.Namespace) -> int:
         return EXIT_OK
     headers = ["NAME", "CATEGORY", "PLATFORM", "SOURCE", "DESCRIPTION"]
     # One line per tool, cut to fit: a whole description wraps into a wall of text. `tools get` and --json
-    # have it whole.
-    print("\n".join(format_table(headers, rows, summary_width())))
+    # have it whole. A narrow terminal loses SOURCE, then PLATFORM, before the description shrinks to nothing.
+    print("\n".join(format_table(headers, rows, summary_width(), optional=(3, 2))))
     return EXIT_OK
 
 

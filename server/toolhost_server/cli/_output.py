@@ -50,13 +50,29 @@ def trim(text: str, limit: int) -> str:
     return text[: limit - 1].rstrip() + ELLIPSIS
 
 
+# What the last column keeps, at least, before a table drops its optional columns to make room.
+MIN_LAST_COLUMN = 24
+
+
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]], width: int = 0, indent: str = "",
-                 wrap: bool = False) -> list[str]:
+                 wrap: bool = False, optional: Sequence[int] = ()) -> list[str]:
     """Aligned columns. With `width`, each line is cut to fit (the last column, the long one, goes first); with
     `wrap` too, the last column is wrapped under itself instead, so nothing is lost (it keeps 20 characters
-    even where that overflows)."""
+    even where that overflows). `optional` lists columns, in the order they may go, that are left out while the
+    last column would get fewer than MIN_LAST_COLUMN characters: long names must not leave a description of
+    three letters."""
     table = [list(headers), *(list(row) for row in rows)]
     widths = [max(len(row[i]) for row in table) for i in range(len(headers) - 1)]
+    if width:
+        dropped: set[int] = set()
+        for column in optional:
+            used = len(indent) + sum(w + 2 for i, w in enumerate(widths) if i not in dropped)
+            if width - used >= MIN_LAST_COLUMN:
+                break
+            dropped.add(column)
+        if dropped:
+            table = [[cell for i, cell in enumerate(row) if i not in dropped] for row in table]
+            widths = [w for i, w in enumerate(widths) if i not in dropped]
     lines = []
     for row in table:
         lead = indent + "".join(cell.ljust(w) + "  " for cell, w in zip(row, widths, strict=False))
