@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import builtins
+import contextvars
 import json
 import logging
 import re
@@ -119,7 +120,10 @@ class ToolConflicts:
     def _schedule_refresh(self) -> None:
         if self._loop is None or (self._refreshing is not None and not self._refreshing.done()):
             return
-        self._refreshing = self._loop.create_task(self.refresh(), name="tool-conflicts-refresh")
+        # A context of its own: created from a call, the task would keep that call's context (its span among
+        # them) alive for as long as the finished task stays here.
+        self._refreshing = self._loop.create_task(self.refresh(), name="tool-conflicts-refresh",
+                                                  context=contextvars.Context())
 
     # --- the table ------------------------------------------------------------------------------------------
 
