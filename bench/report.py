@@ -28,6 +28,7 @@ TITLES = {
     "local_costs": "Process runner, log reader, redaction",
     "workspace_tools": "Workspace tools: grep, glob, read",
     "file_search": "File search index: build, search, recent_files, new files",
+    "user_tools": "User tools: propagation between replicas, CreateUserTool",
 }
 
 
