@@ -5,6 +5,7 @@ file gives it), and writes only inside the workspace where the kernel has Landlo
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -137,12 +138,14 @@ async def test_a_streamed_call_gets_output_while_the_command_runs_and_cancelling
     server = await shell_server(start_server, shell_dir)
     gate = shell_dir / "w" / "gate"
     async with toolhost.AsyncClient(server.target, timeout=30) as client:
-        stream = client.stream_call("bash", command="echo $$ > pid; echo first; while [ ! -e gate ]; do sleep 0.02; "
-                                                    "done; echo second; exec sleep 1000")
+        os.mkfifo(gate, 0o666)
+        os.chmod(gate, 0o666)
+        stream = client.stream_call("bash", command="echo $$ > pid; echo first; read -r _ < gate; echo second; "
+                                                    "exec sleep 1000")
         first = await anext(stream)
-        # The command is still waiting for the gate file: the chunk came while it ran.
+        # The command is still waiting on the gate (a FIFO): the chunk came while it ran.
         assert isinstance(first, toolhost.OutputChunk) and first.text == "first\n"
-        gate.touch()
+        await asyncio.to_thread(gate.write_text, "open\n")  # opening blocks until the command reads
         second = await anext(stream)
         assert isinstance(second, toolhost.OutputChunk) and second.text == "second\n"
         await stream.aclose()

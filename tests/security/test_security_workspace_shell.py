@@ -167,12 +167,16 @@ async def test_a_command_cannot_signal_another_calls_processes(start_server, she
     require_landlock_abi(6, "signal scope")
     workspace = shell_dir / "w"
     server = await shell_server(start_server, workspace)
+    # FIFOs carry the victim's pid to the attacker and the attacker's "done" back: each side blocks on the other.
+    for fifo in ("victim.pid", "attacked"):
+        os.mkfifo(workspace / fifo, 0o666)
+        os.chmod(workspace / fifo, 0o666)
     victim = call(server, "bash", command=(
-        "echo $$ > victim.pid; while [ ! -e attacked ]; do sleep 0.02; done; echo victim-finished"))
+        "echo $$ > victim.pid; read -r _ < attacked; echo victim-finished"))
     attacker = call(server, "bash", command=(
-        "while [ ! -e victim.pid ]; do sleep 0.02; done; pid=$(cat victim.pid); "
+        "pid=$(cat victim.pid); "
         'kill -KILL "$pid"; echo "kill=$?"; kill -KILL -- "-$pid"; echo "group=$?"; '
-        'kill -STOP "$pid"; echo "stop=$?"; touch attacked'))
+        'kill -STOP "$pid"; echo "stop=$?"; echo done > attacked'))
     victim_response, attacker_response = await asyncio.gather(victim, attacker)
     attack = structured(attacker_response)
     assert attack["stdout"] == "kill=1\ngroup=1\nstop=1\n", attack
@@ -186,18 +190,22 @@ async def test_a_command_cannot_connect_to_another_calls_abstract_unix_socket(st
     workspace = shell_dir / "w"
     server = await shell_server(start_server, workspace)
     name = "toolhost-test-" + os.urandom(6).hex()
+    # FIFOs: the connector starts once the listener listens, the listener ends once the connector tried.
+    for fifo in ("listening", "tried"):
+        os.mkfifo(workspace / fifo, 0o666)
+        os.chmod(workspace / fifo, 0o666)
     listener = call(server, "bash", command=(
-        "python3 -c 'import socket, os, time\n"
+        "python3 -c 'import socket\n"
         f"s = socket.socket(socket.AF_UNIX); s.bind(\"\\0{name}\"); s.listen()\n"
-        "open(\"listening\", \"w\").close()\n"
-        "while not os.path.exists(\"tried\"): time.sleep(0.02)\n"
+        "open(\"listening\", \"w\").write(\"ready\")\n"
+        "open(\"tried\").read()\n"
         "print(\"listener-finished\")'"))
     connector = call(server, "bash", command=(
-        "while [ ! -e listening ]; do sleep 0.02; done; "
+        "cat listening > /dev/null; "
         "python3 -c 'import socket\n"
         "try:\n"
         f"    socket.socket(socket.AF_UNIX).connect(\"\\0{name}\"); print(\"connected\")\n"
-        "except OSError as exc: print(exc.errno)'; touch tried"))
+        "except OSError as exc: print(exc.errno)'; echo done > tried"))
     listened, connected = await asyncio.gather(listener, connector)
     assert structured(listened)["stdout"] == "listener-finished\n", structured(listened)
     assert structured(connected)["stdout"] == "1\n", structured(connected)  # EPERM
