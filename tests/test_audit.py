@@ -14,6 +14,7 @@ from toolhost_server.store.audit_table import AuditTable
 from toolhost_server.store.database import Store
 
 from helpers.catalogs import write_tool
+from helpers.log_events import log_wakeups, until_logged
 from postgres_cluster import DATABASES
 
 SECRET_ARGUMENT = "value-that-must-not-be-audited"
@@ -70,13 +71,12 @@ async def test_a_cancelled_call_is_recorded_as_cancelled(start_server, tmp_path,
                "runner: {type: python, entrypoint: 'toolhost_server.tools.samples:nap'}\n"
                "parameters: [{name: delay, type: number, required: true}]\n")
     server = await start_server(catalog_dirs=[tmp_path])
-    async with toolhost.AsyncClient(server.target) as client:
-        with pytest.raises(toolhost.DeadlineExceededError):
-            await client.call_tool("nap", delay=5, timeout=0.3, call_id="call-cancelled")
-    for _ in range(100):
-        if audit_records(caplog):
-            break
-        await asyncio.sleep(0.02)
+    with log_wakeups("toolhost.audit") as logged:
+        async with toolhost.AsyncClient(server.target) as client:
+            with pytest.raises(toolhost.DeadlineExceededError):
+                await client.call_tool("nap", delay=5, timeout=0.3, call_id="call-cancelled")
+        # The record is written when the server has stopped the call, which may be after the client gave up.
+        await until_logged(logged, lambda: bool(audit_records(caplog)), "the cancelled call's audit record")
     [record] = audit_records(caplog)
     assert record["call_id"] == "call-cancelled" and record["outcome"] in ("CANCELLED", "DEADLINE_EXCEEDED")
 

@@ -19,6 +19,8 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_serv
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
+from helpers.waiting import HANG_GUARD_SECONDS, within
+
 
 @dataclass
 class ExportedSpan:
@@ -53,6 +55,8 @@ class SpanReceiver(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self) -> None:
         self.spans: list[ExportedSpan] = []
         self.raw: list[bytes] = []
+        # Set by every export, so that a waiter looks at the spans again only when new ones came.
+        self._exported = asyncio.Event()
 
     async def Export(self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any) -> Any:
         self.raw.append(request.SerializeToString())
@@ -65,6 +69,7 @@ class SpanReceiver(trace_service_pb2_grpc.TraceServiceServicer):
                         span.parent_span_id.hex(), _attributes(span.attributes),
                         [(event.name, _attributes(event.attributes)) for event in span.events],
                         span.status.code, span.status.message))
+        self._exported.set()
         return trace_service_pb2.ExportTraceServiceResponse()
 
     @property
@@ -72,10 +77,17 @@ class SpanReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         """Every export request received, decoded again from the bytes that came."""
         return [trace_service_pb2.ExportTraceServiceRequest.FromString(raw) for raw in self.raw]
 
-    async def wait_for(self, matches: Callable[[list[ExportedSpan]], bool], timeout: float = 15) -> list[ExportedSpan]:
-        async with asyncio.timeout(timeout):
-            while not matches(self.spans):
-                await asyncio.sleep(0.02)
+    async def wait_for(self, matches: Callable[[list[ExportedSpan]], bool],
+                       timeout: float = HANG_GUARD_SECONDS) -> list[ExportedSpan]:
+        """The spans, once an export made `matches` true (checked after each export, not on a clock)."""
+        async def exported_enough() -> None:
+            while True:
+                self._exported.clear()  # before the check: an export after it sets the event again
+                if matches(self.spans):
+                    return
+                await self._exported.wait()
+
+        await within(exported_enough(), "the spans the test waits for", timeout)
         return self.spans
 
     async def trace(self, trace_id: str, count: int) -> list[ExportedSpan]:
