@@ -14,7 +14,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf.json_format import MessageToDict
-from sqlalchemy import URL, insert, select, update
+from sqlalchemy import URL, insert, select, text, update
 
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.store.database import Store
@@ -218,8 +218,10 @@ async def test_lists_kept_under_a_bare_name_before_schema_6_reach_no_caller(
     store = Store(database)  # created at the latest version, then set back to version 5 with a row of then
     try:
         with store.begin() as connection:
-            # A new database has one version row, its own: version 5 now, as a database that reached 5 would be.
-            connection.execute(update(schema_version).where(schema_version.c.version == 6).values(version=5))
+            # A new database has one version row, the latest: version 5 now, as a database that reached 5 would be,
+            # without what later migrations add (7: tool_versions.details).
+            connection.execute(update(schema_version).values(version=5))
+            connection.execute(text("ALTER TABLE tool_versions DROP COLUMN details"))
             now = datetime.now(UTC)
             connection.execute(insert(todos), [
                 {"owner": owner, "session": "default", "id": 1, "content": f"kept by the caller named {owner}",

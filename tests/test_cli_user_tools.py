@@ -1,25 +1,32 @@
 """`toolhost user-tools` as a real child process against a real server: the walk-through from create to restore,
-scripts from files and stdin, schemas from JSON files, and the refusals a person gets in sentences."""
+scripts from files and stdin, schemas from JSON files, the refusals a person gets in sentences, and what others
+wrote shown on a terminal with its control characters escaped. The servers run user tools as `nobody`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import pty
 import secrets
+import sys
+import tty
 from pathlib import Path
 
 import pytest
 
 from toolhost_server.auth import hash_token
 
-from helpers.cli import cli_env, toolhost
+from helpers.cli import Run, cli_env, toolhost
 from helpers.servers import RunningServer, ServerFactory
+from helpers.waiting import within
 
 SCHEMA = {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
 
 
 @pytest.fixture
 async def server(start_server: ServerFactory) -> RunningServer:
-    return await start_server()
+    return await start_server(process_user="nobody")
 
 
 @pytest.fixture
@@ -139,7 +146,7 @@ async def test_the_token_file_option_reaches_the_service(start_server, files, tm
         "roles:\n  toolsmith: {manage_tools: true}\n"
         f"tokens:\n  - {{name: smith, sha256: {hash_token(token)}, roles: [toolsmith]}}\n")
     (tmp_path / "token").write_text(token)
-    server = await start_server(auth_file=str(tmp_path / "auth.yaml"))
+    server = await start_server(auth_file=str(tmp_path / "auth.yaml"), process_user="nobody")
     code, _, err = await toolhost("user-tools", "list", "--target", server.target)
     assert code == 1 and "UNAUTHENTICATED" in err
     env = cli_env(TOOLHOST_TOKEN_FILE=str(tmp_path / "token"), TOOLHOST_TARGET=server.target)
@@ -148,3 +155,93 @@ async def test_the_token_file_option_reaches_the_service(start_server, files, tm
     assert code == 0, err
     code, out, _ = await toolhost("user-tools", "versions", "hello_user", env=env)
     assert out.splitlines()[1].split()[2:] == ["smith", "create"]
+
+
+# --- text others wrote, on a terminal ---------------------------------------------------------------------------
+
+# Clear the screen, set the window title, write "evil" to the clipboard (OSC 52), a C1 CSI, a carriage return
+# that would overwrite the line, and a right-to-left override (Trojan Source).
+HOSTILE = "\x1b[2J\x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x07\x9b31m\rok\u202e"
+ESCAPED = "\\x1b[2J\\x1b]0;owned\\x07\\x1b]52;c;ZXZpbA==\\x07\\x9b31m\\x0dok\\u202e"
+
+
+async def toolhost_on_a_terminal(*args: str, env: dict[str, str]) -> Run:
+    """`toolhost *args` with its stdout on a pseudo-terminal (raw: no \\r added), read as the command writes."""
+    leader, follower = pty.openpty()
+    tty.setraw(follower)
+
+    def read_all() -> bytes:
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: every writer has closed the terminal
+                return b"".join(chunks)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "toolhost_server.cli", *args, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=follower, stderr=asyncio.subprocess.PIPE)
+        os.close(follower)
+        follower = -1
+        out, (_, err) = await within(asyncio.gather(asyncio.to_thread(read_all), process.communicate()),
+                                     f"toolhost {' '.join(args)} ending")
+    finally:
+        if follower >= 0:
+            os.close(follower)
+        os.close(leader)
+    return Run(await process.wait(), out.decode(), err.decode())
+
+
+@pytest.fixture
+async def hostile_tool(server: RunningServer, files: Path) -> dict[str, str]:
+    """A user tool whose description, system prompt, name, tags and script hold terminal escapes."""
+    (files / "hostile.sh").write_text(f"echo hi # {HOSTILE}\n")
+    (files / "prompt.txt").write_text(f"Use it well.{HOSTILE}\n\tIndented.\n")
+    code, _, err = await toolhost("user-tools", "create", "hostile", "--script", str(files / "hostile.sh"),
+                                  "--description", f"Looks harmless.{HOSTILE}", "--name", f"N{HOSTILE}",
+                                  "--system-prompt-file", str(files / "prompt.txt"), "--tags", f"t{HOSTILE}",
+                                  "--target", server.target)
+    assert code == 0, err
+    return cli_env(TOOLHOST_TARGET=server.target, COLUMNS="200")
+
+
+@pytest.mark.parametrize("command", [("show", "hostile"), ("list",), ("versions", "hostile")])
+async def test_a_terminal_gets_control_characters_as_escapes(hostile_tool: dict[str, str],
+                                                             command: tuple[str, ...]) -> None:
+    run = await toolhost_on_a_terminal("user-tools", *command, env=hostile_tool)
+    assert run.code == 0, run.err
+    for control in ("\x1b", "\x07", "\x9b", "\r", "\u202e"):
+        assert control not in run.out, (control, run.out)
+    if command[0] != "versions":  # the versions table holds no text the tool's author wrote
+        assert "\\x1b]52;c;ZXZpbA==\\x07" in run.out
+
+
+async def test_show_escapes_every_field_and_keeps_newlines_and_tabs(hostile_tool: dict[str, str]) -> None:
+    run = await toolhost_on_a_terminal("user-tools", "show", "hostile", env=hostile_tool)
+    assert run.code == 0, run.err
+    assert f"Looks harmless.{ESCAPED}" in run.out  # the description
+    assert f"(N{ESCAPED}), version 1" in run.out  # the name
+    assert f"  tags:        t{ESCAPED}" in run.out
+    assert f"System prompt:\n  Use it well.{ESCAPED}\n  \tIndented." in run.out
+    assert f"Script:\n  echo hi # {ESCAPED}" in run.out
+
+
+async def test_json_on_a_terminal_is_escaped_and_still_parses_to_the_same_text(hostile_tool: dict[str, str]) -> None:
+    for command in (("show", "hostile", "--json"), ("list", "--json"), ("versions", "hostile", "--json")):
+        run = await toolhost_on_a_terminal("user-tools", *command, env=hostile_tool)
+        assert run.code == 0, run.err
+        assert not any(c in run.out for c in ("\x1b", "\x07", "\x9b", "\r", "\u202e")), command
+        shown = json.loads(run.out)
+        tool = shown[0] if isinstance(shown, list) else shown
+        assert HOSTILE in tool["script"], command
+
+
+async def test_output_into_a_pipe_or_a_file_stays_byte_for_byte(hostile_tool: dict[str, str]) -> None:
+    run = await toolhost("user-tools", "show", "hostile", env=hostile_tool)
+    assert run.code == 0 and "Script:\n  echo hi # \x1b[2J\x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x07\x9b31m" in run.out
+    run = await toolhost("user-tools", "show", "hostile", "--json", env=hostile_tool)
+    assert json.loads(run.out)["description"] == f"Looks harmless.{HOSTILE}"

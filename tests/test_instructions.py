@@ -235,3 +235,81 @@ def test_an_empty_list_of_tools_still_says_how_to_invoke_for_a_cli_provider_and_
     cli = write_instructions(provider_named("codex"), [])
     assert "toolhost call" in cli.markdown and cli.tool_names == ()
     assert write_instructions(provider_named("openai"), [_spec("ping")]).markdown == ""
+
+
+# --- the byte budget --------------------------------------------------------------------------------------------
+
+
+def _prompted(name: str, prompt_bytes: int, source: ToolSource = ToolSource.USER) -> ToolSpec:
+    return ToolSpec(name=name, description=f"{name}.", input_schema={"type": "object"}, runner={"type": "python"},
+                    source=source, origin="test", system_prompt=f"Use {name} well. " + "x" * prompt_bytes)
+
+
+@pytest.mark.parametrize("provider", ["claude_code", "anthropic"])
+def test_tools_past_the_budget_are_listed_by_name_under_a_line_that_says_how_many(provider: str) -> None:
+    # 40 prompts of 10 KB are 400 KB: a budget of 64 KB holds a few of them, and the names of the rest.
+    tools = [_prompted(f"tool_{n:02}", 10_000) for n in range(40)]
+    block = write_instructions(provider_named(provider), tools, max_bytes=64 * 1024)
+    size = len(block.markdown.encode("utf-8"))
+    assert size <= 64 * 1024
+    described = [name for name in (t.name for t in tools) if f"## {name}\n" in block.markdown
+                 or f"### {name}\n" in block.markdown]
+    assert 0 < len(described) < 40 and described == [f"tool_{n:02}" for n in range(len(described))]
+    left_out = 40 - len(described)
+    assert f"{left_out} tools' instructions left out" in block.markdown
+    if provider == "claude_code":
+        assert "`toolhost tools get NAME`" in block.markdown
+    for name in [t.name for t in tools][len(described):]:
+        assert f"\n- `{name}`\n" in block.markdown
+    # Every tool is named, in full or by name only; the same input gives the same text, in any order.
+    assert block.tool_names == tuple(sorted(t.name for t in tools))
+    assert write_instructions(provider_named(provider), reversed(tools), max_bytes=64 * 1024) == block
+
+
+def test_a_block_under_its_budget_is_the_whole_block() -> None:
+    tools = [_prompted(f"tool_{n}", 100) for n in range(3)]
+    whole = write_instructions(provider_named("codex"), tools)
+    assert write_instructions(provider_named("codex"), tools, max_bytes=len(whole.markdown.encode())) == whole
+    assert "left out" not in whole.markdown
+    one_byte_less = write_instructions(provider_named("codex"), tools, max_bytes=len(whole.markdown.encode()) - 1)
+    assert len(one_byte_less.markdown.encode()) < len(whole.markdown.encode())
+    assert "instructions left out" in one_byte_less.markdown and one_byte_less.tool_names == whole.tool_names
+    long_ones = [_prompted(f"tool_{n}", 2000) for n in range(2)]
+    budget = len(write_instructions(provider_named("codex"), long_ones[:1]).markdown.encode()) + 1000
+    one_left_out = write_instructions(provider_named("codex"), long_ones, max_bytes=budget)
+    assert "\n1 tool's instructions left out" in one_left_out.markdown
+    assert one_left_out.markdown.endswith("\n- `tool_1`\n") and len(one_left_out.markdown.encode()) <= budget
+
+
+def test_when_even_the_names_do_not_fit_the_last_line_counts_the_rest() -> None:
+    tools = [_prompted(f"tool_with_a_long_name_{n:05}", 10) for n in range(5000)]
+    block = write_instructions(provider_named("claude_code"), tools, max_bytes=32 * 1024)
+    assert len(block.markdown.encode("utf-8")) <= 32 * 1024
+    assert "5000 tools' instructions left out" in block.markdown
+    named = len(block.tool_names)
+    assert 0 < named < 5000
+    assert block.markdown.endswith(f"- and {5000 - named} more, not named here: `toolhost tools list` lists every "
+                                   "tool.\n")
+    assert list(block.tool_names) == [f"tool_with_a_long_name_{n:05}" for n in range(named)]
+
+
+async def test_get_instructions_stays_under_the_message_limit(start_server: ServerFactory) -> None:
+    # Three user tools with 30 KB prompts: 90 KB of instructions, more than a 64 KiB message holds.
+    limit = 64 * 1024
+    server = await start_server(max_message_bytes=limit, process_user="nobody")
+    from toolhost.v1 import user_tool_service_pb2 as pb
+    from toolhost.v1 import user_tool_service_pb2_grpc
+
+    stub = user_tool_service_pb2_grpc.UserToolServiceStub(server.channel)
+    for n in range(3):
+        await stub.CreateUserTool(pb.CreateUserToolRequest(user_tool=pb.UserTool(
+            slug=f"wordy_{n}", description="Wordy.", script="true", system_prompt="Talk. " + "y" * 30_000)))
+    for provider in ("claude_code", "anthropic"):
+        block = await server.stub.GetInstructions(tool_service_pb2.GetInstructionsRequest(provider=provider))
+        assert block.ByteSize() < limit
+        assert "tools' instructions left out" in block.markdown
+        assert {"wordy_0", "wordy_1", "wordy_2"} <= set(block.tool_names)
+        assert all(f"- `wordy_{n}`" in block.markdown for n in range(3))
+    run = await toolhost("--target", server.target, "instructions", "--provider", "codex")
+    assert run.code == 0, run.err
+    assert "tools' instructions left out, to keep this block small; call `toolhost tools get NAME`" in run.out

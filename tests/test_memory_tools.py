@@ -65,6 +65,12 @@ async def test_structures_records_and_queries(start_server, database: URL, tmp_p
     counted = await memory(server.stub, "memory_query",
                            sql="SELECT count(*) AS n, max(upper(name)) AS top FROM people WHERE name LIKE 'A%'")
     assert counted["rows"] == [[1.0, "ADA"]]
+    if database.get_backend_name() == "postgresql":
+        # Types JSON has no word for: an interval (age() is allowed) in seconds, a time as text, an array as a list.
+        typed = await memory(server.stub, "memory_query", sql=(
+            "SELECT age(timestamp '2020-01-03 00:00', timestamp '2020-01-01 12:00') AS waited, "
+            "time '10:30' AS at, ARRAY(SELECT interval '1 minute') AS steps"))
+        assert typed["rows"] == [[129600.0, "10:30:00", [60.0]]]
 
     # More rows than memory_query sends: the first 1000, and truncated says so.
     many = await memory(server.stub, "memory_query", sql=(
@@ -160,3 +166,21 @@ tokens:
         assert refused.code() == grpc.StatusCode.NOT_FOUND, tool
         assert "notes" not in refused.details()
     assert (await memory(server.stub, "memory_query", alice, sql="SELECT count(*) FROM notes"))["rows"] == [[1.0]]
+
+
+async def test_every_record_the_memory_keeps_is_one_memory_query_can_read(start_server, database: URL,
+                                                                          tmp_path: Path):
+    """A record is at most 64 KiB as stored (non-ASCII as \\u escapes), which is the longest value memory_query
+    reads: the largest record is read back whole, a larger one is refused when written."""
+    server = await start_server(**store_settings(database, tmp_path))
+    await memory(server.stub, "memory_structure_create", name="notes",
+                 schema={"type": "object", "properties": {"text": {"type": "string"}}})
+    await init_memory_role(database)
+    largest = "x" * (64 * 1024 - len('{"text": ""}'))
+    await memory(server.stub, "memory_create", structure="notes", data={"text": largest})
+    for text in (largest + "x", "é" * 12_000):  # the second is 24,000 bytes of UTF-8 but 72,000 stored
+        refused = await memory_refused(server.stub, "memory_create", structure="notes", data={"text": text})
+        assert refused.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert error_details(refused)[1][0][0] == "/data" and "at most 65536" in refused.details()
+    result = await memory(server.stub, "memory_query", sql="SELECT text, length(text) AS n FROM notes")
+    assert result["rows"] == [[largest, float(len(largest))]] and result["truncated"] is False

@@ -17,7 +17,8 @@ SCHEMA = {"type": "object", "properties": {"who": {"type": "string", "maxLength"
 
 @pytest.fixture
 async def server(start_server: ServerFactory) -> RunningServer:
-    return await start_server()
+    # User tools run as nobody: a server whose user tools would run as its own user does not serve them.
+    return await start_server(process_user="nobody")
 
 
 def blocking_walk_through(target: str) -> None:
@@ -105,3 +106,17 @@ def test_requests_are_checked_in_the_client():
     with pytest.raises(ValueError, match="'equivalent' or 'incompatible'"):
         client.set_tool_conflict("a", "b", "same")  # type: ignore[arg-type]
     client.close()
+
+
+async def test_list_user_tools_follows_pages_cut_short_by_the_message_limit(start_server: ServerFactory):
+    # Six 200 KB scripts do not fit in one message of 1 MiB: the server cuts the page, the client follows it.
+    server = await start_server(process_user="nobody", max_message_bytes=1024 * 1024)
+    script = "echo padding\n" * (200 * 1024 // 13)
+    async with toolhost.AsyncClient(server.target, timeout=HANG_GUARD_SECONDS) as client:
+        for n in range(6):
+            await client.create_user_tool(f"big_{n}", description="Big.", script=f"# {n}\n{script}")
+        first = await client.list_user_tools_page(page_size=1000)
+        assert 0 < len(first.user_tools) < 6 and first.next_page_token
+        listed = [tool async for tool in client.list_user_tools(page_size=1000)]
+    assert [tool.slug for tool in listed] == [f"big_{n}" for n in range(6)]
+    assert all(tool.script == f"# {n}\n{script}" for n, tool in enumerate(listed))

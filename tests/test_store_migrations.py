@@ -1,6 +1,6 @@
 """The store's schema versions: a database of the previous release (no version table) migrated at start with its
-rows kept, a new one created at the latest version, one from a newer toolhost refused, replicas starting together;
-on SQLite and on a real PostgreSQL."""
+rows kept, a new one created at the latest version, one from a newer toolhost refused, replicas starting together,
+user-tool versions from before migration 7; on SQLite and on a real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -15,13 +15,15 @@ import pytest
 from sqlalchemy import URL, Engine, insert, inspect, select
 
 from toolhost_server.audit import AuditRecord
+from toolhost_server.auth import ANONYMOUS
 from toolhost_server.store import schema_v1
 from toolhost_server.store.audit_table import AuditTable
 from toolhost_server.store.database import Store
 from toolhost_server.store.engine import create_store_engine, sqlite_file_url
 from toolhost_server.store.errors import StoreError, StoreSchemaError
 from toolhost_server.store.migrations import LATEST_VERSION, MIGRATIONS, current_version, schema_version
-from toolhost_server.store.schema import todos
+from toolhost_server.store.schema import todos, tool_versions, user_tools
+from toolhost_server.user_tools.records import VersionDetails
 
 from helpers.calls import call
 from helpers.servers import ServerProcess
@@ -78,10 +80,15 @@ def create_previous_release_database(engine: Engine) -> None:
 
 def create_version_2_database(engine: Engine) -> None:
     """The database toolhost made at schema version 2 (before the todos table), with the previous release's rows."""
+    create_database_at(engine, 2)
+
+
+def create_database_at(engine: Engine, version: int) -> None:
+    """The database toolhost made at schema `version`, with the previous release's rows."""
     create_previous_release_database(engine)
     with engine.begin() as connection:
         schema_version.metadata.create_all(connection)
-        for migration in MIGRATIONS[:2]:
+        for migration in MIGRATIONS[:version]:
             migration.apply(connection)
             connection.execute(insert(schema_version), [{
                 "version": migration.version, "applied_at": datetime.now(UTC), "toolhost_version": "0.2.0",
@@ -308,3 +315,35 @@ def test_each_migration_is_its_own_transaction_so_a_failed_one_leaves_the_versio
     with engine.begin() as connection:
         assert connection.execute(select(schema_v1.metadata.tables["audit_records"].c.call_id)).scalars().all() \
             == ["before-the-migration"]
+
+
+async def test_versions_stored_before_migration_7_restore_what_they_kept_and_newer_ones_restore_everything(
+        database: URL, engine: Engine, tmp_path: Path, start_server):
+    create_database_at(engine, 6)
+    assert "details" not in column_names(engine, "tool_versions")
+    created = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    with engine.begin() as connection:  # what a version-6 toolhost stored: its version rows had no details
+        connection.execute(insert(user_tools).values(
+            slug="old_tool", name="Old", description="Made before migration 7.", category="custom",
+            system_prompt="old prompt", input_schema={"type": "object"}, script="echo old", enabled=True,
+            timeout_seconds=None, tags=["old"], credentials=[], version=1, created_by="alice", created_at=created,
+            updated_at=created))
+        connection.execute(insert(tool_versions).values(
+            slug="old_tool", version=1, script="echo old", system_prompt="old prompt",
+            input_schema={"type": "object"}, changed_by="alice", change="create", created_at=created))
+
+    server = await start_server(process_user="nobody", **server_store_settings(database, tmp_path))
+    assert [version for version, _ in versions(engine)] == list(range(1, LATEST_VERSION + 1))
+    tools = server.toolhost.user_tools
+    await tools.update(ANONYMOUS, "old_tool", {"script": "echo new", "description": "Changed since.",
+                                               "tags": ("new",)})
+    [newer, older], _ = await tools.versions(ANONYMOUS, "old_tool", 0, "")
+    assert older.details is None
+    assert newer.details == VersionDetails(name="Old", description="Changed since.", category="custom",
+                                           timeout_seconds=None, tags=("new",), credentials=())
+    restored = await tools.restore(ANONYMOUS, "old_tool", 1)
+    # The script, system prompt and schema version 1 kept come back; what it did not keep stays as it is.
+    assert (restored.script, restored.system_prompt, restored.description, restored.tags) == (
+        "echo old", "old prompt", "Changed since.", ("new",))
+    response = await call(server, "old_tool")
+    assert response.success and response.output == "old\n"

@@ -1,9 +1,12 @@
 """The tool conflicts table through UserToolService, on SQLite and PostgreSQL: the seeded pairs, adding, replacing
-and removing pairs in either order, the rights, refused requests (with the table left as it was), enabling a tool
-incompatible with a served one, another replica's change, and the seeded map while the store is out of reach."""
+and removing pairs in either order, the rights, refused requests (with the table left as it was), enabling or
+creating a tool incompatible with a served one (also two enables at once, on one server or two), conflicts with
+tools the caller cannot see, the table's bound and its page order, another replica's change, and the seeded map
+while the store is out of reach."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -231,3 +234,113 @@ async def test_the_seeded_pairs_apply_while_the_store_is_out_of_reach() -> None:
         "bash": frozenset({"native:Bash"}), "read": frozenset({"native:Read"}), "edit": frozenset({"native:Edit"}),
         "glob": frozenset({"native:Glob"}), "grep": frozenset({"native:Grep"})}
     conflicts.store.close()
+
+
+def new_tool(slug: str) -> pb.CreateUserToolRequest:
+    return pb.CreateUserToolRequest(user_tool=pb.UserTool(slug=slug, description="A new tool.", script="echo new\n"))
+
+
+async def set_enabled(served: ProviderServer, slug: str, enabled: bool,
+                      role: str = "admin") -> pb.SetUserToolEnabledResponse:
+    response: pb.SetUserToolEnabledResponse = await served.user_tools.SetUserToolEnabled(
+        pb.SetUserToolEnabledRequest(slug=slug, enabled=enabled), metadata=served.metadata(role))
+    return response
+
+
+async def test_creating_a_tool_incompatible_with_an_enabled_one_is_refused_as_enabling_it_is(
+        served: ProviderServer) -> None:
+    # Delete and create again must not get around "never both enabled".
+    await set_conflict(served, "fresh_tool", "say_hello", INCOMPATIBLE, "use say_hello instead")
+    admin = served.metadata("admin")
+    code, details = await refused(served.user_tools.CreateUserTool(new_tool("fresh_tool"), metadata=admin))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "cannot create user tool 'fresh_tool'" in details and "'say_hello'" in details
+    assert "use say_hello instead" in details
+    code, _ = await refused(served.user_tools.GetUserTool(pb.GetUserToolRequest(slug="fresh_tool"), metadata=admin))
+    assert code == grpc.StatusCode.NOT_FOUND  # nothing stored
+    await set_enabled(served, "say_hello", False)
+    created = await served.user_tools.CreateUserTool(new_tool("fresh_tool"), metadata=admin)
+    assert created.user_tool.enabled
+
+
+async def test_two_enables_of_an_incompatible_pair_at_once_let_exactly_one_through(served: ProviderServer) -> None:
+    await set_conflict(served, "disk_report", "say_hello", INCOMPATIBLE, "one of them")
+    for _ in range(3):
+        await set_enabled(served, "disk_report", False)
+        await set_enabled(served, "say_hello", False)
+        outcomes = await asyncio.gather(set_enabled(served, "disk_report", True),
+                                        set_enabled(served, "say_hello", True), return_exceptions=True)
+        refusals = [status_of(o) for o in outcomes if isinstance(o, BaseException)]
+        assert [code for code, _ in refusals] == [grpc.StatusCode.FAILED_PRECONDITION], outcomes
+        served_now = served.server.toolhost.registry.snapshot
+        assert ("disk_report" in served_now) != ("say_hello" in served_now)
+
+
+async def test_two_servers_on_one_database_cannot_both_enable_an_incompatible_pair(
+        start_server: ServerFactory, served: ProviderServer, tmp_path: Path, database: URL) -> None:
+    other = await start_provider_server(start_server, tmp_path / "other", create_user_tools=False,
+                                        tokens=served.tokens, **store_settings(database, tmp_path))
+    await set_conflict(served, "disk_report", "say_hello", INCOMPATIBLE, "one of them")
+    for _ in range(3):
+        await set_enabled(served, "disk_report", False)
+        await set_enabled(served, "say_hello", False)
+        outcomes = await asyncio.gather(set_enabled(served, "disk_report", True),
+                                        set_enabled(other, "say_hello", True), return_exceptions=True)
+        assert [status_of(o)[0] for o in outcomes if isinstance(o, BaseException)] == [
+            grpc.StatusCode.FAILED_PRECONDITION], outcomes
+        stored = [await served.user_tools.GetUserTool(pb.GetUserToolRequest(slug=slug),
+                                                      metadata=served.metadata("admin"))
+                  for slug in ("disk_report", "say_hello")]
+        assert [response.user_tool.enabled for response in stored].count(True) == 1
+
+
+async def test_a_conflict_with_a_tool_the_caller_cannot_see_is_enforced_without_naming_it(
+        start_server: ServerFactory, tmp_path: Path) -> None:
+    # The viewer's token is a tool manager's: manage_tools, but no catalog tool to see.
+    tokens = Tokens.generate()
+    served = await start_provider_server(start_server, tmp_path, auth=auth_with_a_tool_manager(tokens),
+                                         tokens=tokens)
+    await set_conflict(served, "disk_report", "net_check", INCOMPATIBLE, "net_check does it better")
+    await set_conflict(served, "disk_report", "uptime_report", EQUIVALENT, "uptime_report reports too")
+    await set_conflict(served, "disk_report", "say_hello", EQUIVALENT, "both are user tools")
+    await set_enabled(served, "disk_report", False)
+
+    code, details = await refused(set_enabled(served, "disk_report", True, role="viewer"))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert "a tool you cannot see" in details
+    assert "net_check" not in details and "better" not in details
+    code, details = await refused(set_enabled(served, "disk_report", True))
+    assert "'net_check'" in details and "net_check does it better" in details
+
+    await delete_conflict(served, "disk_report", "net_check")
+    # User tools are every manager's to see; the hidden catalog tool's equivalence is not reported.
+    enabled = await set_enabled(served, "disk_report", True, role="viewer")
+    assert [(c.tool_a, c.tool_b) for c in enabled.conflicts] == [("disk_report", "say_hello")]
+    await set_enabled(served, "disk_report", False)
+    enabled = await set_enabled(served, "disk_report", True)
+    assert [(c.tool_a, c.tool_b) for c in enabled.conflicts] == [("disk_report", "say_hello"),
+                                                                  ("disk_report", "uptime_report")]
+
+
+async def test_the_table_holds_at_most_max_conflicts_pairs(served: ProviderServer,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(conflicts_module, "MAX_CONFLICTS", len(SEEDED) + 1)
+    await set_conflict(served, "net_check", "uptime_report", EQUIVALENT)
+    code, details = await refused(set_conflict(served, "net_check", "file_peek", EQUIVALENT))
+    assert code == grpc.StatusCode.FAILED_PRECONDITION
+    assert f"holds {len(SEEDED) + 1} pairs" in details and "DeleteToolConflict" in details
+    # Replacing a pair adds none: still allowed at the bound.
+    replaced = await set_conflict(served, "uptime_report", "net_check", INCOMPATIBLE, "one at a time")
+    assert replaced.type == INCOMPATIBLE
+    assert len(await all_conflicts(served)) == len(SEEDED) + 1
+
+
+async def test_pages_follow_code_point_order_whatever_the_database_collation(served: ProviderServer) -> None:
+    # Upper case before lower, '_' between them: orders a linguistic collation would give otherwise. Each pair is
+    # stored canonical or, like a seeded one, the other way round.
+    pairs = [("aB", "native:Zed"), ("a_b", "native:Zed"), ("Ab", "native:Zed"), ("ab", "a.b"), ("a-b", "ab")]
+    for tool_a, tool_b in pairs:
+        await set_conflict(served, tool_a, tool_b, EQUIVALENT)
+    expected = sorted([*SEEDED, *(tuple(sorted(pair)) for pair in pairs)])
+    for size in (1, 3, 0):
+        assert [(a, b) for a, b, _, _ in await all_conflicts(served, page_size=size)] == expected

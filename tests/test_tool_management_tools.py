@@ -18,6 +18,10 @@ from helpers.waiting import HANG_GUARD_SECONDS
 SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
 LINE_COUNT = {"slug": "line_count", "description": "Counts the lines of a file.",
               "script": 'wc -l < "$TOOL_ARG_PATH"', "input_schema": SCHEMA}
+# conftest's servers keep process_user root, the server's own user, for which user tools (and tool_create,
+# tool_update, tool_run) are served only by the operator's opt-in; the scripts here read files under tmp_path,
+# which only root may enter. tests/security/test_security_user_tools.py covers the refusal without it.
+SERVED_AS_ROOT = {"user_tools_as_server_user": True}
 
 
 def client_of(server: RunningServer, token: str | None = None) -> toolhost.AsyncClient:
@@ -25,7 +29,7 @@ def client_of(server: RunningServer, token: str | None = None) -> toolhost.Async
 
 
 async def test_an_agent_makes_runs_changes_and_removes_a_tool_with_tools(start_server, tmp_path):
-    server = await start_server()
+    server = await start_server(**SERVED_AS_ROOT)
     three_lines = tmp_path / "three.txt"
     three_lines.write_text("a\nb\nc\n")
     async with client_of(server) as client:
@@ -61,7 +65,7 @@ async def test_an_agent_makes_runs_changes_and_removes_a_tool_with_tools(start_s
 
 
 async def test_tool_list_pages(start_server):
-    server = await start_server()
+    server = await start_server(**SERVED_AS_ROOT)
     async with client_of(server) as client:
         for slug in ("tool_b", "tool_a", "tool_c"):
             assert (await client.call_tool("tool_create", LINE_COUNT, slug=slug)).success
@@ -76,7 +80,7 @@ async def test_tool_list_pages(start_server):
 
 
 async def test_the_cores_refusals_are_the_tools_failures_with_their_reason(start_server):
-    server = await start_server()
+    server = await start_server(**SERVED_AS_ROOT)
     async with client_of(server) as client:
         assert (await client.call_tool("tool_create", LINE_COUNT)).success
         cases = [
@@ -102,7 +106,7 @@ async def test_the_cores_refusals_are_the_tools_failures_with_their_reason(start
 
 async def test_tool_run_goes_through_the_pipeline_checks_limits_and_audit(start_server, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="toolhost.audit")
-    server = await start_server()
+    server = await start_server(**SERVED_AS_ROOT)
     async with client_of(server) as client:
         await client.create_user_tool("fails_three", description="Exits 3.",
                                       script='echo "partial $TOOL_ARG_PATH"; exit 3', input_schema=SCHEMA)
@@ -127,7 +131,7 @@ async def test_tool_run_goes_through_the_pipeline_checks_limits_and_audit(start_
 
 async def test_tool_run_output_is_redacted_like_a_call(start_server):
     secret = "s3cr3t-" + secrets.token_hex(12)
-    server = await start_server()
+    server = await start_server(**SERVED_AS_ROOT)
     server.toolhost.redactor.learn([secret])  # as if a credential source held it
     async with client_of(server) as client:
         await client.create_user_tool("leaky", description="Prints a value.", script=f"echo {secret}")
@@ -159,7 +163,7 @@ tokens:
 @pytest.fixture
 async def authenticated(start_server, tmp_path) -> tuple[RunningServer, dict[str, str]]:
     tokens = {role: secrets.token_urlsafe(32) for role in ("agent", "toolsmith", "admin")}
-    return await start_server(auth_file=auth_file(tmp_path, tokens)), tokens
+    return await start_server(auth_file=auth_file(tmp_path, tokens), **SERVED_AS_ROOT), tokens
 
 
 async def test_a_caller_without_manage_tools_may_call_the_tools_but_they_refuse(authenticated):

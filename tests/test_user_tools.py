@@ -1,6 +1,8 @@
-"""User tools: made while the server runs, kept in the store with their versions, served like any tool (CallTool
-runs the stored script), shadowed by a catalog tool that takes the name later, and seen by every server on the
-same PostgreSQL database through its WatchTools stream; on SQLite and on PostgreSQL."""
+"""User tools: made while the server runs, kept in the store with their versions (the whole editable record, the
+last MAX_VERSIONS_PER_TOOL of them), served like any tool (CallTool runs the stored script), shadowed by a catalog
+tool that takes the name later, and seen by every server on the same PostgreSQL database through its WatchTools
+stream; at most MAX_USER_TOOLS; damaged rows and failed refreshes that leave the rest serving; on SQLite and on
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,21 +14,23 @@ from typing import Any
 
 import grpc
 import pytest
-from sqlalchemy import URL, select
+from sqlalchemy import URL, insert, select
 
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 from toolhost_server.auth import ANONYMOUS, AuthMethod, Caller, Permissions
 from toolhost_server.auth.auth_file import AuthFileError, read_auth_file
 from toolhost_server.errors import (
     AlreadyExistsError,
+    FailedPreconditionError,
     InvalidRequestError,
     PermissionDeniedError,
     ResourceNotFoundError,
 )
 from toolhost_server.model import ToolSource
 from toolhost_server.store.database import Store
-from toolhost_server.store.schema import tool_conflicts
+from toolhost_server.store.schema import tool_conflicts, user_tools
 from toolhost_server.user_tools import propagation
+from toolhost_server.user_tools import table as table_module
 from toolhost_server.user_tools.records import UserToolRecord
 
 from helpers.calls import call
@@ -61,8 +65,15 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL | None:
     return url
 
 
+# The production default on a root server: user tools run as nobody (conftest's servers keep root, which would
+# leave user tools unserved: tests/security/test_security_user_tools.py covers that).
+AS_NOBODY = {"process_user": "nobody"}
+
+
 def store_settings(database: URL | None) -> dict[str, str]:
-    return {} if database is None else {"database_url": database.render_as_string(hide_password=False)}
+    if database is None:
+        return AS_NOBODY
+    return {**AS_NOBODY, "database_url": database.render_as_string(hide_password=False)}
 
 
 async def output_of(server: RunningServer, name: str, /, **arguments: Any) -> str:
@@ -164,7 +175,7 @@ async def test_a_deleted_tool_and_its_versions_are_gone(start_server, database: 
 async def test_every_taken_name_is_refused_with_the_same_message(start_server, tmp_path: Path):
     catalog = tmp_path / "catalog"
     write_tool(catalog, "from_catalog")
-    server = await start_server(catalog_dirs=(catalog,))  # no workspace: the built-in `bash` is not served
+    server = await start_server(catalog_dirs=(catalog,), **AS_NOBODY)  # no workspace: the built-in `bash` is not served
     tools = server.toolhost.user_tools
     await tools.create(MANAGER, user_tool("mine"))
     assert "bash" not in server.toolhost.registry.snapshot
@@ -182,7 +193,7 @@ async def test_a_catalog_tool_that_takes_the_name_later_wins_and_the_user_tool_i
         start_server, tmp_path: Path):
     catalog = tmp_path / "catalog"
     catalog.mkdir()
-    server = await start_server(catalog_dirs=(catalog,))
+    server = await start_server(catalog_dirs=(catalog,), **AS_NOBODY)
     tools = server.toolhost.user_tools
     await tools.create(MANAGER, user_tool())
 
@@ -193,7 +204,7 @@ async def test_a_catalog_tool_that_takes_the_name_later_wins_and_the_user_tool_i
     assert server.toolhost.registry.snapshot.get("greet_user").spec.source is ToolSource.CATALOG
     assert await output_of(server, "greet_user", name="catalog") != "hello catalog\n"
     shadowed = await tools.get(MANAGER, "greet_user")
-    assert shadowed.shadowed_by == f"catalog tool from {path}"
+    assert shadowed.shadowed_by == "catalog"  # the source, never the file: the caller may not see that tool
     assert [tool.shadowed_by for tool in (await tools.list(MANAGER, 0, ""))[0]] == [shadowed.shadowed_by]
 
     path.unlink()
@@ -219,7 +230,7 @@ roles:
 
 
 async def test_a_tool_may_declare_only_the_credentials_its_creators_roles_grant(start_server, tmp_path: Path):
-    server = await start_server()
+    server = await start_server(**AS_NOBODY)
     tools = server.toolhost.user_tools
     callers = auth_file_callers(tmp_path)
 
@@ -235,7 +246,7 @@ async def test_a_tool_may_declare_only_the_credentials_its_creators_roles_grant(
 
 async def test_callers_without_the_right_are_refused_every_method_and_the_refusal_is_audited(
         start_server, tmp_path: Path, caplog: pytest.LogCaptureFixture):
-    server = await start_server()
+    server = await start_server(**AS_NOBODY)
     tools = server.toolhost.user_tools
     callers = auth_file_callers(tmp_path)
     await tools.create(callers["maker"], user_tool())
@@ -258,7 +269,7 @@ async def test_callers_without_the_right_are_refused_every_method_and_the_refusa
 
 
 async def test_every_change_is_audited_with_its_caller_and_action(start_server, caplog: pytest.LogCaptureFixture):
-    server = await start_server()
+    server = await start_server(**AS_NOBODY)
     tools = server.toolhost.user_tools
     caplog.set_level(logging.INFO, logger="toolhost.audit")
     await tools.create(MANAGER, user_tool())
@@ -293,14 +304,14 @@ async def test_every_change_is_audited_with_its_caller_and_action(start_server, 
 ])
 async def test_an_unusable_tool_is_invalid_argument_saying_what_to_fix(start_server, fields: dict[str, Any],
                                                                         message: str):
-    server = await start_server()
+    server = await start_server(**AS_NOBODY)
     with pytest.raises(InvalidRequestError, match=message):
         await server.toolhost.user_tools.create(MANAGER, user_tool(**fields))
     assert (await server.toolhost.user_tools.list(MANAGER, 0, ""))[0] == []
 
 
 async def test_list_pages_by_slug(start_server):
-    server = await start_server()
+    server = await start_server(**AS_NOBODY)
     tools = server.toolhost.user_tools
     for slug in ("c_tool", "a_tool", "b_tool"):
         await tools.create(MANAGER, user_tool(slug))
@@ -384,8 +395,8 @@ async def test_a_second_server_on_the_same_sqlite_file_sees_a_change_by_polling(
         start_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(propagation, "POLL_SECONDS", 0.05)
     data = tmp_path / "shared-data"
-    first = await start_server(data_dir=str(data))
-    second = await start_server(data_dir=str(data))
+    first = await start_server(data_dir=str(data), **AS_NOBODY)
+    second = await start_server(data_dir=str(data), **AS_NOBODY)
     stream = tool_service_pb2_grpc.ToolServiceStub(second.channel).WatchTools(tool_service_pb2.WatchToolsRequest())
     await next_change(stream)
     await first.toolhost.user_tools.create(MANAGER, user_tool())
@@ -423,3 +434,143 @@ def test_manage_tools_rights_add_up_across_roles(tmp_path: Path):
     both = Permissions.union([roles["a"], roles["b"], roles["c"]])
     assert (both.may_manage_tools, both.grantable_credentials) == (True, frozenset({"github", "vault"}))
     assert not roles["c"].may_manage_tools
+
+
+# --- bounds, whole-record versions, and a store that misbehaves ------------------------------------------------
+
+async def test_a_server_keeps_at_most_max_user_tools(start_server, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(table_module, "MAX_USER_TOOLS", 2)
+    server = await start_server(**AS_NOBODY)
+    tools = server.toolhost.user_tools
+    await tools.create(MANAGER, user_tool("first_tool"))
+    await tools.create(MANAGER, user_tool("second_tool"))
+    with pytest.raises(FailedPreconditionError, match=r"at most 2 user tools and has 2; delete"):
+        await tools.create(MANAGER, user_tool("third_tool"))
+    await tools.delete(MANAGER, "first_tool")
+    assert (await tools.create(MANAGER, user_tool("third_tool"))).version == 1
+
+
+async def test_only_the_last_versions_are_kept_and_restoring_an_older_one_says_so(
+        start_server, database: URL | None, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(table_module, "MAX_VERSIONS_PER_TOOL", 3)
+    server = await start_server(**store_settings(database))
+    tools = server.toolhost.user_tools
+    await tools.create(MANAGER, user_tool())
+    for number in range(2, 6):
+        await tools.update(MANAGER, "greet_user", {"script": f"echo v{number}"})
+    versions, _ = await tools.versions(MANAGER, "greet_user", 0, "")
+    assert [v.version for v in versions] == [5, 4, 3]
+    with pytest.raises(ResourceNotFoundError, match=r"versions older than the last 3 are not kept.*versions 3 to 5"):
+        await tools.restore(MANAGER, "greet_user", 2)
+    with pytest.raises(ResourceNotFoundError, match="has no version 9"):
+        await tools.restore(MANAGER, "greet_user", 9)
+    restored = await tools.restore(MANAGER, "greet_user", 3)
+    assert (restored.version, restored.script) == (6, "echo v3")
+    assert [v.version for v in (await tools.versions(MANAGER, "greet_user", 0, ""))[0]] == [6, 5, 4]
+
+
+async def test_a_version_holds_the_whole_editable_record_and_a_restore_brings_all_of_it_back(
+        start_server, database: URL | None):
+    server = await start_server(**store_settings(database))
+    tools = server.toolhost.user_tools
+    first = await tools.create(MANAGER, user_tool(timeout_seconds=5.0, tags=("greeting", "v1"), category="people"))
+    await tools.update(MANAGER, "greet_user", {
+        "name": "Renamed", "description": "Something else.", "category": "misc", "timeout_seconds": 9.0,
+        "tags": ("v2",), "system_prompt": "New prompt.", "script": "echo v2",
+        "input_schema": {"type": "object", "properties": {}}})
+    restored = await tools.restore(MANAGER, "greet_user", 1)
+
+    editable = ("name", "description", "category", "system_prompt", "input_schema", "script", "timeout_seconds",
+                "tags", "credentials")
+    assert {f: getattr(restored, f) for f in editable} == {f: getattr(first, f) for f in editable}
+    versions, _ = await tools.versions(MANAGER, "greet_user", 0, "")
+    assert [(v.version, v.details and v.details.name, v.details and v.details.tags) for v in versions] == [
+        (3, "Greet a user", ("greeting", "v1")), (2, "Renamed", ("v2",)), (1, "Greet a user", ("greeting", "v1"))]
+    assert await output_of(server, "greet_user", name="back") == "hello back\n"
+
+
+async def test_a_refresh_reads_whole_only_the_tools_that_changed(start_server):
+    server = await start_server(**AS_NOBODY)
+    tools = server.toolhost.user_tools
+    for slug in ("a_tool", "b_tool", "c_tool"):
+        await tools.create(MANAGER, user_tool(slug))
+    held = {record.slug: record for record in tools.table.all()}
+    await tools.update(MANAGER, "b_tool", {"script": "echo changed"})
+    await tools.set_enabled(MANAGER, "c_tool", False)
+    records = tools.table.read_changed(held)
+    assert [r.slug for r in records] == ["a_tool", "b_tool", "c_tool"]
+    assert records[0] is held["a_tool"]  # not read again
+    assert (records[1].script, records[2].enabled) == ("echo changed", False)
+
+
+def insert_damaged_row(store: Store, slug: str) -> None:
+    """A row as an edit in the database, or another release, could leave it: its schema is no JSON object."""
+    now = datetime.now(UTC)
+    with store.begin() as connection:
+        connection.execute(insert(user_tools).values(
+            slug=slug, name="", description="Damaged.", category="custom", system_prompt="", input_schema=[1],
+            script="echo damaged", enabled=True, timeout_seconds=None, tags={"not": "a list"}, credentials=[],
+            version=1, created_by="someone", created_at=now, updated_at=now))
+
+
+async def test_a_damaged_row_is_left_out_and_logged_once_and_the_others_are_served(
+        start_server, database: URL | None, caplog: pytest.LogCaptureFixture):
+    server = await start_server(**store_settings(database))
+    tools = server.toolhost.user_tools
+    caplog.set_level(logging.ERROR, logger="toolhost.user_tools")
+    insert_damaged_row(tools.table.store, "broken_tool")
+
+    await tools.create(MANAGER, user_tool())  # its refresh reads the damaged row too
+    await tools.update(MANAGER, "greet_user", {"description": "Refreshes again."})
+    assert await output_of(server, "greet_user", name="still") == "hello still\n"
+    assert "broken_tool" not in server.toolhost.registry.snapshot
+    assert len([r for r in caplog.records if "'broken_tool'" in r.getMessage()]) == 1
+    assert [t.slug for t in (await tools.list(MANAGER, 0, ""))[0]] == ["greet_user"]
+    with pytest.raises(FailedPreconditionError, match=r"cannot read.*delete it"):
+        await tools.get(MANAGER, "broken_tool")
+    assert (await tools.delete(MANAGER, "broken_tool")).slug == "broken_tool"
+
+
+def failing_first(refresh: Any, *failures: Exception) -> Any:
+    """`refresh`, failing with each of `failures` in turn before it works again."""
+    pending = list(failures)
+
+    async def refresh_or_fail() -> None:
+        if pending:
+            raise pending.pop(0)
+        await refresh()
+
+    return refresh_or_fail
+
+
+async def test_a_stored_change_is_the_answer_even_when_serving_it_fails(
+        start_server, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    monkeypatch.setattr(propagation, "POLL_SECONDS", 3600.0)  # only this test's changes refresh
+    server = await start_server(**AS_NOBODY)
+    tools = server.toolhost.user_tools
+    monkeypatch.setattr(tools.serving, "refresh", failing_first(tools.serving.refresh, RuntimeError("injected")))
+    created = await tools.create(MANAGER, user_tool())  # stored: no error for the caller, no ALREADY_EXISTS later
+    assert created.version == 1
+    assert "greet_user" not in server.toolhost.registry.snapshot
+    assert any("the change is stored, but serving it failed here" in r.getMessage() for r in caplog.records)
+    await tools.create(MANAGER, user_tool("other_tool"))  # the next refresh serves both
+    assert await output_of(server, "greet_user", name="later") == "hello later\n"
+
+
+async def test_the_sync_keeps_following_after_a_refresh_fails_whatever_the_error(
+        start_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture):
+    monkeypatch.setattr(propagation, "POLL_SECONDS", 0.05)
+    data = tmp_path / "shared-data"
+    first = await start_server(data_dir=str(data), **AS_NOBODY)
+    second = await start_server(data_dir=str(data), **AS_NOBODY)
+    serving = second.toolhost.user_tools.serving
+    # Only the sync refreshes the second server: each failure is the sync's.
+    monkeypatch.setattr(serving, "refresh", failing_first(serving.refresh, RuntimeError("not a StoreError"),
+                                                          ValueError("nor this")))
+    stream = tool_service_pb2_grpc.ToolServiceStub(second.channel).WatchTools(tool_service_pb2.WatchToolsRequest())
+    await next_change(stream)
+    await first.toolhost.user_tools.create(MANAGER, user_tool())
+    assert list((await next_change(stream)).added) == ["greet_user"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "toolhost.user_tools"]
+    assert logged.count("user tools: refreshing them failed, serving the tools read last") == 1  # once per outage
+    stream.cancel()

@@ -68,7 +68,8 @@ func (c *Client) ListUserTools(ctx context.Context, pageSize int32) iter.Seq2[*t
 
 // UpdateUserTool changes the fields that paths names (name, description, category, system_prompt,
 // input_schema, script, timeout_seconds, tags, credentials) to their values in tool, found by tool.Slug, as a new
-// version; no paths replaces every one of them. The next call of the tool runs the new version.
+// version. No paths changes the fields tool sets to other than their zero value (AIP-134), so a field is cleared
+// only by naming it; "*" replaces every one of them. The next call of the tool runs the new version.
 func (c *Client) UpdateUserTool(ctx context.Context, tool *toolhostv1.UserTool, paths ...string) (*toolhostv1.UserTool, error) {
 	request := &toolhostv1.UpdateUserToolRequest{UserTool: tool, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}}
 	response, err := c.userTools.UpdateUserTool(ctx, request)

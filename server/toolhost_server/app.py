@@ -17,9 +17,14 @@ from .auth import Authenticator, Caller, require_admin, shell_refusal
 from .catalog.builtins import unserved_builtins
 from .catalog.entrypoints import EntrypointPolicy
 from .catalog.loader import ToolLoader
-from .config import Config
+from .config import Config, ConfigSources
 from .credentials import CredentialResolver
-from .instructions import Instructions, write_instructions
+from .instructions import Instructions, instructions_budget, write_instructions
+from .introspection.database_schemas import DatabaseSchemas
+from .introspection.database_sources import configured_database_secrets
+from .introspection.parts import ServerParts
+from .introspection.service import ServerIntrospection
+from .introspection.surface import ServingSurface
 from .listing import ToolFilter, matching_tools
 from .logs.inspector import LogPage
 from .logs.query import LogFilter
@@ -38,6 +43,7 @@ from .search.service import SearchService
 from .telemetry import Tracing
 from .telemetry.metrics import ToolhostMetrics
 from .tools.base import ToolServices
+from .user_tools.identity import user_tools_refusal
 from .watcher import CatalogWatcher
 from .workspaces.workspace_set import WorkspaceSet
 
@@ -59,8 +65,11 @@ class Toolhost:
     tools, `reload`, `query_logs` and `follow_logs` for the admin's requests.
     """
 
-    def __init__(self, config: Config, remote_caller: RemoteCaller | None = None) -> None:
+    def __init__(self, config: Config, remote_caller: RemoteCaller | None = None,
+                 config_sources: ConfigSources | None = None) -> None:
         self.config = config
+        # Where each setting came from (load_config_with_sources); a Config built in code says "program".
+        self.config_sources = config_sources or ConfigSources.of_program(config)
         self.registry = Registry()
         # One redactor for outputs and logs; it learns the credential values calls resolve.
         self.redactor = LearningRedactor(Redactor(extra_secret_keys=config.redact_keys))
@@ -72,6 +81,13 @@ class Toolhost:
         self.todos = _todo_table(config)
         # The index of the search roots, built in the background from start(); None without roots.
         self.search = SearchService.from_config(config, self.redactor)
+        # What the server serves, filled by the gRPC and HTTP listeners as they bind (api/, web/).
+        self.surface = ServingSurface()
+        # The store and the configured databases, for database_schema (connections opened per call, read-only).
+        self.databases = DatabaseSchemas.from_config(config)
+        # The read-only view of this server the introspection tools get. Its parts are gathered at each
+        # question: most are built below, the watcher only at start().
+        self.introspection = ServerIntrospection(lambda: _introspection_parts(self), self.redactor)
         self.runner_settings = RunnerSettings(
             kill_grace_seconds=config.kill_grace_seconds,
             max_output_bytes=config.max_output_bytes,
@@ -91,8 +107,12 @@ class Toolhost:
                 process_identity=config.process_identity(),
                 max_output_bytes=config.max_output_bytes,
                 search=self.search,
+                surface=self.surface,
+                introspection=self.introspection,
+                databases=self.databases,
                 # For the tool-management tools; both are built below, and called only once the server serves.
                 user_tools=lambda: self.user_tools,
+                user_tools_refusal=user_tools_refusal(config),
                 call_tool=lambda request: self.pipeline.call(request)),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
@@ -151,6 +171,7 @@ class Toolhost:
         # Every configured value is hidden from the start, not only once a call resolves it: a log file, or another
         # replica's log rows, may hold one before any tool here has used it.
         self.redactor.learn(await self.credentials.configured_values())
+        self.redactor.learn(configured_database_secrets(self.config))
         if self.search is not None:  # after learning them: the index holds text redacted with every value
             await self.search.start()
         for reason, names in unserved_builtins(self.runner_settings.tool_services or ToolServices()).items():
@@ -195,7 +216,8 @@ class Toolhost:
         `caller`; InvalidRequestError for a missing or unknown provider."""
         rules = provider_named(provider)
         tools = matching_tools(self.registry.snapshot, self.tool_filter(provider=provider), caller)
-        return write_instructions(rules, (tool.spec for tool in tools))
+        return write_instructions(rules, (tool.spec for tool in tools),
+                                  instructions_budget(self.config.max_message_bytes))
 
     async def _load_user_tools(self) -> None:
         """Read the user tools before the first load serves them. A store that cannot be read now does not stop
@@ -219,6 +241,7 @@ class Toolhost:
         self.credentials.close()
         self.todos.store.close()
         self.conflicts.store.close()
+        self.databases.close()
         await self.logs.close()
         if self._watch_task is not None:
             self._watch_task.cancel()
@@ -265,8 +288,18 @@ def _user_tools(toolhost: Toolhost) -> tuple[UserTools, UserToolSync]:
     table = UserToolTable(toolhost.todos.store)
     serving = UserToolServing(table, toolhost.loader, toolhost.reloader, toolhost.runner_settings.tool_services)
     service = UserTools(table, serving, toolhost.loader, toolhost.registry, toolhost.audit)
-    service.conflicts = toolhost.conflicts
     return service, UserToolSync(table, serving)
+
+
+def _introspection_parts(toolhost: Toolhost) -> ServerParts:
+    return ServerParts(
+        config=toolhost.config, sources=toolhost.config_sources, registry=toolhost.registry,
+        catalog_dirs=tuple(toolhost.loader.catalog_dirs), runner_settings=toolhost.runner_settings,
+        log_readers=toolhost.logs.inspector.readers, credential_sources=toolhost.credentials.sources,
+        store=toolhost.todos.store, tracing=toolhost.tracing, authenticator=toolhost.authenticator,
+        audit=toolhost.audit, pipeline=toolhost.pipeline, watch_task=toolhost._watch_task, search=toolhost.search,
+        workspaces=toolhost.runner_settings.tool_services.workspaces if toolhost.runner_settings.tool_services
+        else None, surface=toolhost.surface)
 
 
 def _memory_table(todos: TodoTable) -> MemoryTable:

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import os
 import pwd
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from .store.keys import STORE_KEY_ENV
 from .workspaces.workspace import DEFAULT_MAX_FILE_BYTES, WORKSPACE_NAME_PATTERN, Workspace
 
 logger = logging.getLogger("toolhost.config")
@@ -47,6 +49,9 @@ class Config:
     kill_grace_seconds: float = 2.0
     # Empty: "nobody" when the server runs as root, else the server's own user (which cannot switch).
     process_user: str = ""
+    # Serve user tools even where they would run as the server's own user (a non-root server, or process_user
+    # root): they could then read the server's credentials and database (user_tools/identity.py).
+    user_tools_as_server_user: bool = False
     # Empty: the server's own cgroup when it may make cgroups there; "off": none (see runners.process_cgroup).
     process_cgroup_parent: str = ""
     max_output_bytes: int = 1024 * 1024
@@ -96,6 +101,9 @@ class Config:
     search_exclude: tuple[str, ...] = DEFAULT_SEARCH_EXCLUDE
     search_index_max_text_bytes: int = 1024 * 1024
     search_rescan_seconds: float = 300.0
+    # Databases the introspection tools read (database_schema), as (name, URL) pairs sorted by name. "store" is
+    # reserved: it names toolhost's own store (database_url).
+    databases: tuple[tuple[str, str], ...] = ()
 
     def process_identity(self) -> tuple[int, int] | None:
         """The (uid, gid) process tools run as, or None for the server's own user.
@@ -128,6 +136,8 @@ class Setting:
     help: str
     parse: Callable[[Any], Any]
     env: str = ""
+    # The value may hold a secret (a password in a URL): never echoed in an error, shown redacted.
+    secret: bool = False
 
     @property
     def env_var(self) -> str:
@@ -300,6 +310,68 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+DATABASE_NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,63}")
+# "store" names toolhost's own store (database_url) wherever databases are listed.
+RESERVED_DATABASE_NAMES = ("store",)
+DATABASE_VARIABLE = "TOOLHOST_DATABASE_<NAME>_URL"
+_DATABASE_VARIABLE_PATTERN = re.compile(r"TOOLHOST_DATABASE_(?P<name>.+)_URL")
+_DATABASE_URL_FORMS = "sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+
+
+def _databases(value: Any) -> tuple[tuple[str, str], ...]:
+    """A mapping of name to URL (config file), or `name=URL` entries (one per flag), as (name, URL) pairs sorted
+    by name. Each URL is checked now: a typo should stop the server, not show up later as a failed connection.
+    Messages never hold a URL: it may hold a password."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        entries = [(str(name), url) for name, url in value.items()]
+    else:
+        items = value if isinstance(value, (list, tuple)) else [value]
+        entries = [_database_entry(item) for item in items]
+    databases: dict[str, str] = {}
+    for name, url in entries:
+        if not DATABASE_NAME_PATTERN.fullmatch(name):
+            raise ValueError(f"name {name!r} must be a lowercase letter then up to 63 lowercase letters, digits "
+                             "or '_'")
+        if name in RESERVED_DATABASE_NAMES:
+            raise ValueError(f"name {name!r} is reserved for toolhost's own store (database_url); pick another")
+        if name in databases:
+            raise ValueError(f"names the database {name!r} twice; names must be unique")
+        databases[name] = _database_url(name, url)
+    return tuple(sorted(databases.items()))
+
+
+def _database_entry(item: Any) -> tuple[str, Any]:
+    name, sep, url = str(item).partition("=")
+    if not sep:
+        raise ValueError("entries must be NAME=URL, for example analytics=postgresql://USER@HOST/DB")
+    return name.strip(), url
+
+
+def _database_url(name: str, raw: Any) -> str:
+    """`raw` if it is a SQLAlchemy URL of SQLite or of PostgreSQL through psycopg 3 (the drivers toolhost
+    ships), as database_url."""
+    text = raw.strip() if isinstance(raw, str) else ""
+    if not text:
+        raise ValueError(f"{name!r}: the URL is empty; write {_DATABASE_URL_FORMS}")
+    # Imported here: SQLAlchemy takes a while to import, and most servers name no database.
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(text)
+    except (ArgumentError, ValueError):
+        raise ValueError(f"{name!r}: not a database URL; write {_DATABASE_URL_FORMS}") from None
+    backend, _, driver = url.drivername.partition("+")
+    if backend not in ("sqlite", "postgresql", "postgres"):
+        raise ValueError(f"{name!r}: {backend} databases are not supported; write {_DATABASE_URL_FORMS}")
+    if driver not in ("", "pysqlite" if backend == "sqlite" else "psycopg"):
+        raise ValueError(f"{name!r}: the driver {driver!r} is not installed; toolhost ships psycopg 3 and "
+                         f"sqlite3: write {backend}://... without a driver")
+    return text
+
+
 def _log_level(value: Any) -> str:
     level = str(value).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -327,6 +399,9 @@ SETTINGS: tuple[Setting, ...] = (
             _non_negative_float),
     Setting("process_user", "user that process and script tools run as when the server runs as root "
             "(default nobody; 'root' keeps root)", _user),
+    Setting("user_tools_as_server_user", "serve user tools even where their scripts would run as the server's own "
+            "user (a server not running as root, or process_user root), which lets anyone with manage_tools read "
+            "the server's credentials and database", _bool),
     Setting("process_cgroup_parent", "cgroup2 directory in which each process call gets a cgroup of its own, "
             "killed whole when the call ends; empty: the server's own cgroup when the server may make cgroups "
             "there; off: none (a call's processes are then found through /proc)", str),
@@ -360,7 +435,12 @@ SETTINGS: tuple[Setting, ...] = (
             "$XDG_DATA_HOME/toolhost or ~/.local/share/toolhost; created 0700 when first needed)", _path),
     Setting("database_url", "the store's database: empty for the SQLite file toolhost.db in data_dir, or "
             "postgresql://USER:PASSWORD@HOST:PORT/DB (set it in the environment or config file: flags show in ps)",
-            str),
+            str, secret=True),
+    Setting("databases", "databases the introspection tools read, as NAME=URL (repeatable; in the config file a "
+            "mapping of name to URL; in the environment one TOOLHOST_DATABASE_<NAME>_URL per database): "
+            f"{_DATABASE_URL_FORMS}; names are lowercase letters, digits and '_', 'store' is toolhost's own. A "
+            "URL with a password belongs in the environment or config file: flags show in ps",
+            _databases, env=DATABASE_VARIABLE, secret=True),
     Setting("credentials_dir", "directory of <name>.<key> credential files, such as a mounted Kubernetes Secret",
             _path),
     Setting("store_key_file", "file holding the base64 key that encrypts values in the database (or give the key "
@@ -401,24 +481,89 @@ SETTINGS: tuple[Setting, ...] = (
 _BY_NAME = {s.name: s for s in SETTINGS}
 
 
+DEFAULT_SOURCE = "default"
+# A Config a program built itself (tests, an embedding): no flag, variable or file to name.
+PROGRAM_SOURCE = "program"
+STORE_KEY_SOURCE_KEY = "store_key"
+
+# (key, parsed value, source): the key is a setting's name, or databases.NAME for one database.
+_Entry = tuple[str, Any, str]
+
+
+@dataclass(frozen=True)
+class ConfigSources:
+    """Where each setting's value came from: "flag --NAME", "environment VARIABLE", "config file PATH",
+    "program" or "default". A database's source is under "databases.NAME"; "store_key" says whether
+    TOOLHOST_STORE_KEY was set (its value is kept nowhere here)."""
+
+    by_key: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def of(self, key: str) -> str:
+        if key == "databases" and key not in self.by_key:
+            found = sorted({source for name, source in self.by_key.items() if name.startswith("databases.")})
+            return "; ".join(found) or DEFAULT_SOURCE
+        return self.by_key.get(key, DEFAULT_SOURCE)
+
+    @classmethod
+    def of_program(cls, config: Config) -> ConfigSources:
+        """For a Config built by a program rather than loaded: "program" for each setting it changed."""
+        default = Config()
+        by_key = {s.name: PROGRAM_SOURCE for s in SETTINGS
+                  if s.name != "databases" and getattr(config, s.name) != getattr(default, s.name)}
+        by_key.update({f"databases.{name}": PROGRAM_SOURCE for name, _ in config.databases})
+        return cls(by_key)
+
+
 def load_config(
     flags: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     config_file: str | None = None,
 ) -> Config:
     """The Config from every source, validated. `flags` holds only the flags the user gave."""
+    return load_config_with_sources(flags, environ, config_file)[0]
+
+
+def load_config_with_sources(
+    flags: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    config_file: str | None = None,
+) -> tuple[Config, ConfigSources]:
+    """load_config, and where each value came from. Later sources win: the file, the environment, the flags;
+    the databases per name, so that one variable overrides one database of the file and keeps the others."""
     environ = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
+    entries: list[_Entry] = []
     config_file = config_file or environ.get("TOOLHOST_CONFIG") or None
     if config_file:
-        values.update(_from_file(Path(config_file)))
-    values.update(_from_environment(environ))
+        entries += _from_file(Path(config_file))
+    entries += _from_environment(environ)
     for name, raw in (flags or {}).items():
-        values[name] = _parse(_BY_NAME[name], raw, f"flag {_BY_NAME[name].flag}")
-    return dataclasses.replace(Config(), **values)
+        setting = _BY_NAME[name]
+        flag = "--database" if name == "databases" else setting.flag
+        entries += _entries(setting, _parse(setting, raw, f"flag {flag}"), f"flag {flag}")
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    databases: dict[str, str] = {}
+    for key, value, source in entries:
+        setting_name, _, database = key.partition(".")
+        if database:
+            databases[database] = value
+        else:
+            values[setting_name] = value
+        sources[key] = source
+    if databases:
+        values["databases"] = tuple(sorted(databases.items()))
+    if environ.get(STORE_KEY_ENV):
+        sources[STORE_KEY_SOURCE_KEY] = f"environment {STORE_KEY_ENV}"
+    return dataclasses.replace(Config(), **values), ConfigSources(sources)
 
 
-def _from_file(path: Path) -> dict[str, Any]:
+def _entries(setting: Setting, value: Any, source: str) -> list[_Entry]:
+    if setting.name == "databases":
+        return [(f"databases.{name}", url, source) for name, url in value]
+    return [(setting.name, value, source)]
+
+
+def _from_file(path: Path) -> list[_Entry]:
     try:
         data = yaml.safe_load(path.read_text("utf-8")) or {}
     except OSError as exc:
@@ -427,32 +572,44 @@ def _from_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must be a mapping of setting names to values")
-    values = {}
+    entries = []
     for key, raw in data.items():
         setting = _BY_NAME.get(str(key))
         if setting is None:
             raise ConfigError(f"config file {path}: unknown setting {key!r}; known: {', '.join(sorted(_BY_NAME))}")
-        values[setting.name] = _parse(setting, raw, f"{path}: {key}")
-    return values
+        entries += _entries(setting, _parse(setting, raw, f"{path}: {key}"), f"config file {path}")
+    return entries
 
 
-def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
-    values = {}
+def _from_environment(environ: Mapping[str, str]) -> list[_Entry]:
+    entries: list[_Entry] = []
     for setting in SETTINGS:
+        if setting.name == "databases":  # one variable per database, below
+            continue
         raw = environ.get(setting.env_var)
         if raw is not None and raw != "":
-            values[setting.name] = _parse(setting, raw, setting.env_var)
+            entries += _entries(setting, _parse(setting, raw, setting.env_var), f"environment {setting.env_var}")
     seed_dirs = environ.get("AI_TOOL_CATALOG_DIRS")
     if seed_dirs:
-        if "catalog_dirs" in values:
+        if any(key == "catalog_dirs" for key, _, _ in entries):
             logger.warning("both TOOLHOST_CATALOG_DIRS and AI_TOOL_CATALOG_DIRS are set; using TOOLHOST_CATALOG_DIRS")
         else:
-            values["catalog_dirs"] = _parse(_BY_NAME["catalog_dirs"], seed_dirs, "AI_TOOL_CATALOG_DIRS")
-    return values
+            entries += _entries(_BY_NAME["catalog_dirs"], _parse(_BY_NAME["catalog_dirs"], seed_dirs,
+                                                                 "AI_TOOL_CATALOG_DIRS"),
+                                "environment AI_TOOL_CATALOG_DIRS")
+    for variable in sorted(environ):
+        # TOOLHOST_DATABASE_URL itself is database_url: the pattern needs a name between the two parts.
+        found = _DATABASE_VARIABLE_PATTERN.fullmatch(variable)
+        if found and environ[variable] != "":
+            value = {found["name"].lower(): environ[variable]}
+            entries += _entries(_BY_NAME["databases"], _parse(_BY_NAME["databases"], value, variable),
+                                f"environment {variable}")
+    return entries
 
 
 def _parse(setting: Setting, raw: Any, where: str) -> Any:
     try:
         return setting.parse(raw)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{where}={raw!r}: {setting.name} {exc}") from None
+        shown = "" if setting.secret else f"={raw!r}"
+        raise ConfigError(f"{where}{shown}: {setting.name} {exc}") from None

@@ -4,34 +4,57 @@ A CLI agent (Claude Code, Codex) runs toolhost's tools with the `toolhost` comma
 so its block says how, then describes each tool; an API provider is given the tools natively, so its block holds
 only the tools' system prompts. The same tools always give the same text: tools in name order, parameters in
 their declared order (or the input schema's properties in name order), nothing that depends on time or place.
+
+A block has a byte budget (a user tool's system prompt alone may be 64 KB, and GetInstructions answers in one
+message): the tools whose instructions would not fit are listed by name only, under a line that says how many
+were left out and how to read them; were even their names too many, the last line says how many are not named.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .model import ToolSource, ToolSpec
 from .providers import Provider
 
+# The most bytes of Markdown a block holds, whatever the server's message limit.
+MAX_INSTRUCTIONS_BYTES = 1024 * 1024
+
 
 @dataclass(frozen=True, slots=True)
 class Instructions:
-    """The Markdown block, and the names of the tools it describes, sorted."""
+    """The Markdown block, and the names of the tools it describes (in full or by name only), sorted."""
 
     markdown: str
     tool_names: tuple[str, ...]
 
 
-def write_instructions(provider: Provider, tools: Iterable[ToolSpec]) -> Instructions:
-    """The block for `provider` about `tools` (those ListTools with that provider shows the caller)."""
+def instructions_budget(max_message_bytes: int) -> int:
+    """The byte budget of a block sent in messages of at most `max_message_bytes`: MAX_INSTRUCTIONS_BYTES, or a
+    quarter of the limit when that is less (the tool names travel beside the Markdown)."""
+    return min(MAX_INSTRUCTIONS_BYTES, max_message_bytes // 4)
+
+
+def write_instructions(provider: Provider, tools: Iterable[ToolSpec],
+                       max_bytes: int = MAX_INSTRUCTIONS_BYTES) -> Instructions:
+    """The block for `provider` about `tools` (those ListTools with that provider shows the caller), in at most
+    `max_bytes` of UTF-8 (or only its fixed lines, should `max_bytes` be smaller than they are)."""
     specs = sorted(tools, key=lambda spec: spec.name)
     if provider.cli:
-        return Instructions(_cli_block(specs), tuple(spec.name for spec in specs))
-    prompted = [spec for spec in specs if spec.system_prompt.strip()]
-    return Instructions(_api_block(prompted), tuple(spec.name for spec in prompted))
+        if not specs:
+            return Instructions("\n".join([_CLI_HEADER, "No tools are offered to you at the moment.\n"]), ())
+        system = [_Entry(_SYSTEM_HEADING, spec.name, spec, _cli_tool) for spec in specs
+                  if spec.source is not ToolSource.USER]
+        custom = [_Entry(_CUSTOM_HEADING, spec.name, spec, _cli_tool) for spec in specs
+                  if spec.source is ToolSource.USER]
+        return _fitted(_CLI_HEADER, [*system, *custom], max_bytes, _CLI_LEFT_OUT)
+    prompted = [_Entry("", spec.name, spec, _api_tool) for spec in specs if spec.system_prompt.strip()]
+    if not prompted:
+        return Instructions("", ())
+    return _fitted(_API_HEADER, prompted, max_bytes, _API_LEFT_OUT)
 
 
 _CLI_HEADER = """\
@@ -70,19 +93,88 @@ How to use some of the tools you have been given, beyond their descriptions.
 """
 
 
-def _cli_block(specs: Sequence[ToolSpec]) -> str:
-    parts = [_CLI_HEADER]
-    system = [spec for spec in specs if spec.source is not ToolSource.USER]
-    custom = [spec for spec in specs if spec.source is ToolSource.USER]
-    if system:
-        parts.append("## System Tools\n\nBuilt into toolhost or defined in its catalog.\n")
-        parts.extend(_cli_tool(spec) for spec in system)
-    if custom:
-        parts.append("## Custom Tools\n\nCreated on this server while it runs.\n")
-        parts.extend(_cli_tool(spec) for spec in custom)
-    if not specs:
-        parts.append("No tools are offered to you at the moment.\n")
-    return "\n".join(parts)
+_SYSTEM_HEADING = "## System Tools\n\nBuilt into toolhost or defined in its catalog.\n"
+_CUSTOM_HEADING = "## Custom Tools\n\nCreated on this server while it runs.\n"
+_CLI_LEFT_OUT = ("## More Tools\n\n{count} instructions left out, to keep this block small; call "
+                 "`toolhost tools get NAME` for one's description and parameters:\n")
+_API_LEFT_OUT = ("## More Tools\n\n{count} instructions left out, to keep this block small; their "
+                 "descriptions say how to use them:\n")
+_UNNAMED = "- and {count} more, not named here: `toolhost tools list` lists every tool.\n"
+# Room kept for the line that counts the tools left out (its count filled in), and for the one that counts
+# those not even named.
+_LEFT_OUT_BYTES = max(len(_CLI_LEFT_OUT), len(_API_LEFT_OUT)) + 32
+_UNNAMED_BYTES = len(_UNNAMED) + 32
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A tool of a block: the heading of its group ("" for none), its name, and how its section is written."""
+
+    heading: str
+    name: str
+    spec: ToolSpec
+    write: Callable[[ToolSpec], str]
+
+
+def _size(part: str) -> int:
+    """The bytes `part` adds to a block after the header: its UTF-8 and the newline that joins it on."""
+    return len(part.encode("utf-8")) + 1
+
+
+def _fitted(header: str, entries: Sequence[_Entry], max_bytes: int, left_out: str) -> Instructions:
+    """`header` and every entry's section, when they fit in `max_bytes`. Otherwise the sections in order while
+    they fit with room kept for the names of the rest, then the rest by name (as many as fit) under
+    `left_out`."""
+    # Written one by one, and only until the budget is spent: a section may be hundreds of kilobytes.
+    sections: list[tuple[str, str]] = []  # (the heading that opens a new group, or ""; the section)
+    total, heading = _size(header) - 1, ""
+    for entry in entries:
+        opens = entry.heading if entry.heading != heading else ""
+        heading = entry.heading
+        sections.append((opens, entry.write(entry.spec)))
+        total += sum(_size(part) for part in sections[-1] if part)
+        if total > max_bytes:
+            return _cut(header, entries, sections, max_bytes, left_out)
+    parts = [header, *(part for pair in sections for part in pair if part)]
+    return Instructions("\n".join(parts), tuple(sorted(entry.name for entry in entries)))
+
+
+def _cut(header: str, entries: Sequence[_Entry], sections: Sequence[tuple[str, str]], max_bytes: int,
+         left_out: str) -> Instructions:
+    """The block of `_fitted` that does not fit whole; `sections` are those of the first entries, past the
+    budget already."""
+    name_lines = [f"- `{entry.name}`" for entry in entries]
+    # names_after[i]: the bytes of the name lines of entries[i:], were they all left out.
+    names_after = [0] * (len(entries) + 1)
+    for index in range(len(entries) - 1, -1, -1):
+        names_after[index] = names_after[index + 1] + _size(name_lines[index])
+    parts, used = [header], _size(header) - 1
+    described: list[str] = []
+    for index, pair in enumerate(sections):
+        cost = sum(_size(part) for part in pair if part)
+        reserve = _LEFT_OUT_BYTES + min(names_after[index + 1], max_bytes) + _UNNAMED_BYTES
+        if used + cost + reserve > max_bytes:
+            break
+        parts.extend(part for part in pair if part)
+        used += cost
+        described.append(entries[index].name)
+    rest = len(entries) - len(described)
+    parts.append(left_out.format(count=f"{rest} tool's" if rest == 1 else f"{rest} tools'"))
+    used += _size(parts[-1])
+    named = 0
+    for index in range(len(described), len(entries)):
+        reserve = _UNNAMED_BYTES if index + 1 < len(entries) else 0
+        if used + _size(name_lines[index]) + reserve > max_bytes:
+            break
+        parts.append(name_lines[index])
+        used += _size(name_lines[index])
+        described.append(entries[index].name)
+        named += 1
+    if named < rest:
+        parts.append(_UNNAMED.format(count=rest - named))
+    else:
+        parts[-1] += "\n"  # the block ends with a newline, as a section does
+    return Instructions("\n".join(parts), tuple(sorted(described)))
 
 
 def _cli_tool(spec: ToolSpec) -> str:
@@ -95,12 +187,8 @@ def _cli_tool(spec: ToolSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _api_block(specs: Sequence[ToolSpec]) -> str:
-    if not specs:
-        return ""
-    parts = [_API_HEADER]
-    parts.extend(f"## {spec.name}\n\n{spec.system_prompt.strip()}\n" for spec in specs)
-    return "\n".join(parts)
+def _api_tool(spec: ToolSpec) -> str:
+    return f"## {spec.name}\n\n{spec.system_prompt.strip()}\n"
 
 
 def _text_of(spec: ToolSpec) -> str:

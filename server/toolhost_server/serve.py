@@ -21,7 +21,7 @@ from .api.server import GrpcServer, create_toolhost
 from .app import Toolhost
 from .auth import AuthFileError, UnsafeExposureError, check_exposure
 from .catalog.entrypoints import EntrypointSettingError
-from .config import Config
+from .config import Config, ConfigSources
 from .event_waits import wait_set
 from .logs.buffered_stream import BufferedStreamHandler
 from .logs.captured_output import OutputCapture
@@ -69,14 +69,15 @@ def harden_process() -> None:
         logger.warning("prctl(PR_SET_DUMPABLE, 0) failed: %s", os.strerror(ctypes.get_errno()))
 
 
-async def serve(config: Config) -> int:
-    """Serve until a signal asks to stop; return the exit status."""
+async def serve(config: Config, config_sources: ConfigSources | None = None) -> int:
+    """Serve until a signal asks to stop; return the exit status. `config_sources` says where each setting came
+    from (load_config_with_sources), for config_access."""
     harden_process()
     try:
         # Before anything listens: a server must never be reachable, even briefly, without the protection
         # its address needs.
         check_exposure(config)
-        toolhost = create_toolhost(config)
+        toolhost = create_toolhost(config, config_sources)
     except (UnsafeExposureError, AuthFileError, TracingConfigError, EntrypointSettingError) as exc:
         logger.error("cannot start: %s", exc)
         return 1
@@ -123,7 +124,8 @@ async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
     http = None
     if config.http_address:
         try:
-            http = create_http_server(config, toolhost.metrics, lambda: toolhost.pipeline.accepting)
+            http = create_http_server(config, toolhost.metrics, lambda: toolhost.pipeline.accepting,
+                                      toolhost.surface)
             http_port = await http.start()
         except OSError as exc:
             logger.error("cannot start: %s", exc)

@@ -120,8 +120,9 @@ async def start_provider_server(start_server: ServerFactory, directory: Path, au
     for role in ("agent", "viewer", "admin"):
         token_files[role] = directory / f"{role}.token"
         token_files[role].write_text(getattr(tokens, role) + "\n")
-    # bash_as_server_user: the test server's process_user is root, the server's own.
+    # bash_as_server_user, user_tools_as_server_user: the test server's process_user is root, the server's own.
     workspaces = (Workspace("w", str(workspace), allow_bash=True, bash_as_server_user=True),)
+    config.setdefault("user_tools_as_server_user", True)
     server = await start_server(catalog_dirs=[catalog], auth_file=auth_file, workspaces=workspaces, **config)
     served = ProviderServer(server, tokens, token_files,
                             user_tool_service_pb2_grpc.UserToolServiceStub(server.channel))

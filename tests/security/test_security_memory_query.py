@@ -1,7 +1,9 @@
 """Attacks on memory_query, on SQLite and PostgreSQL: a corpus of statements that write, change the schema, read
 toolhost's other tables or the catalogs, chain statements (also behind comments), write from a CTE, ATTACH, PRAGMA,
-touch files, call functions that escape a read-only role, or trick the scanner; each is refused and no table (nor,
-on PostgreSQL, a view, role or large object) changes. Recursive CTE bombs end at the timeout; huge results are cut."""
+touch files, call functions that escape a read-only role (also without name(...): [name], x.f, ::regclass), or
+trick the scanner; each is refused and no table (nor, on PostgreSQL, a view, role or large object) changes. Recursive
+CTE bombs end at the timeout; huge results are cut. The calls without name(...) are refused by the SQL gate itself,
+not only by the databases behind it."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import grpc
 import pytest
 from sqlalchemy import URL
 
+from toolhost_server.memory.errors import QueryRefused
+from toolhost_server.memory.sql_gate import checked_query
 from toolhost_server.store.engine import sqlite_file_url
 
 from helpers.memory import PEOPLE_SCHEMA, call_memory_tool, dump, init_memory_role, memory
@@ -89,12 +93,39 @@ REFUSED = [
     "SELECT pg_catalog.upper('x')",
     "SELECT `name` FROM people",
     "WITH r(x) AS (SELECT 1) SELECT * FROM r",
+    # calls the text does not show as name(...): SQLite's [quoted] names, PostgreSQL's attribute notation (x.f is
+    # f(x)), and reg* casts that look a name up in the catalogs
+    "SELECT [readfile]('/etc/passwd')",
+    "SELECT [name] FROM people",
+    "SELECT name[1] FROM people",
+    "SELECT 'credentials'::regclass",
+    "SELECT CAST('credentials' AS regclass)",
+    "SELECT 'toolhost_memory'::\"regnamespace\"",
+    "SELECT p.row_to_json FROM people p",
+    'SELECT p."quote_literal" FROM people p',
+    "SELECT ('server_version').current_setting",
+    "SELECT (p).name FROM people p",
     "SELECT 'unterminated",
     "SELECT 1 /* unterminated",
     "SELECT '\x00'",
     "",
     "x" * 20_001,
 ]
+# What the gate refuses itself (the databases would too): the part of its message that says why.
+GATE_REFUSES = [
+    ("SELECT [readfile]('/etc/passwd')", "square brackets"),
+    ("SELECT name[1] FROM people", "square brackets"),
+    ("SELECT 'credentials'::regclass", "regclass"),
+    ("SELECT CAST('credentials' AS regclass)", "regclass"),
+    ("SELECT 'toolhost_memory'::\"regnamespace\"", "regnamespace"),
+    ("SELECT p.row_to_json FROM people p", ".row_to_json is not allowed"),
+    ('SELECT p."quote_literal" FROM people p', ".quote_literal is not allowed"),
+    ("SELECT ('server_version').current_setting", "(...).current_setting"),
+    ("SELECT (p).name FROM people p", "(...).name"),
+]
+# Near misses that stay allowed: a column after an alias, a JSON operator, a type that looks no name up.
+GATE_PASSES = ["SELECT p.name, p.tags -> 0 FROM people p", "SELECT CAST(age AS numeric(10, 2)) FROM people",
+               "SELECT 'x[1]' AS s, \"regular\" FROM people", "SELECT p.* FROM people AS p"]
 # Ended by the tool's timeout: the query runs, and is stopped.
 BOMBS = [
     "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
@@ -139,3 +170,15 @@ async def test_the_corpus_is_refused_and_changes_no_table(start_server, database
     assert after == before
     # And the memory still answers, as it did.
     assert (await memory(server.stub, "memory_query", sql="SELECT name FROM people"))["rows"] == [["Ada"]]
+
+
+@pytest.mark.parametrize(("sql", "why"), GATE_REFUSES)
+def test_the_gate_itself_refuses_calls_it_cannot_see_as_name_parenthesis(sql: str, why: str):
+    with pytest.raises(QueryRefused) as refused:
+        checked_query(sql)
+    assert why in str(refused.value)
+
+
+@pytest.mark.parametrize("sql", GATE_PASSES)
+def test_the_gate_passes_near_misses(sql: str):
+    assert checked_query(sql) == sql

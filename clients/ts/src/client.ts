@@ -372,8 +372,8 @@ export class ToolhostClient {
   }
 
   /**
-   * Change `fields` of the user tool `tool.slug` to the values in `tool` (all of the mutable fields when `fields`
-   * is empty), as a new version; the next call of the tool runs it.
+   * Change `fields` of the user tool `tool.slug` to the values in `tool` (when `fields` is empty: those `tool`
+   * sets to other than their default), as a new version; the next call of the tool runs it.
    */
   async updateUserTool(
     tool: UserToolInit, fields: readonly UserToolField[], options: CallOptions = {},

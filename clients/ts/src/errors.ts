@@ -115,7 +115,10 @@ export class NotFoundError extends ToolhostError {}
 export class DeadlineExceededError extends ToolhostError {}
 /** RESOURCE_EXHAUSTED: the server is over capacity; retryDelayMs says when to try again. */
 export class ResourceExhaustedError extends ToolhostError {}
-/** UNAVAILABLE: the server cannot be reached, or it is shutting down (reason SHUTTING_DOWN). */
+/**
+ * UNAVAILABLE: the server cannot be reached, it is shutting down (reason SHUTTING_DOWN), or its database cannot be
+ * used now (STORE_UNAVAILABLE: retry later; STORE_OUTCOME_UNKNOWN: read back before retrying).
+ */
 export class UnavailableError extends ToolhostError {}
 /** PERMISSION_DENIED: the caller may not do this. */
 export class PermissionDeniedError extends ToolhostError {}

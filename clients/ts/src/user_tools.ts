@@ -29,7 +29,10 @@ export type UserToolInit = MessageInitShape<typeof UserToolSchema> & { slug: str
 /** How two tools relate in the conflicts table. */
 export type ConflictTypeName = "equivalent" | "incompatible";
 
-/** The fields UpdateUserTool may change; an empty list changes them all. */
+/**
+ * The fields UpdateUserTool may change. An empty list changes those the tool sets to other than their default
+ * (AIP-134), so a field is cleared only by naming it.
+ */
 export type UserToolField =
   | "name" | "description" | "category" | "system_prompt" | "input_schema" | "script" | "timeout_seconds" | "tags"
   | "credentials";

@@ -11,8 +11,10 @@ from toolhost.v1 import log_service_pb2, log_service_pb2_grpc
 
 from ..app import Toolhost
 from ..auth import Caller
+from ..auth.rights import Right
 from .authentication import authenticate
 from .log_messages import log_filter, log_record_message, query_logs_response
+from .rights import requires
 from .status import status_of, translate_errors
 
 LOG_SERVICE_NAME = log_service_pb2.DESCRIPTOR.services_by_name["LogService"].full_name
@@ -25,6 +27,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
     def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
         return authenticate(self._toolhost.authenticator, context, self._toolhost.config.trusted_unix_socket)
 
+    @requires(Right.ADMIN)
     @translate_errors
     async def QueryLogs(
         self, request: log_service_pb2.QueryLogsRequest, context: grpc.aio.ServicerContext
@@ -33,6 +36,7 @@ class LogService(log_service_pb2_grpc.LogServiceServicer):
             self._caller(context), log_filter(request.filter), request.page_size, request.page_token)
         return query_logs_response(page)
 
+    @requires(Right.ADMIN)
     async def TailLogs(
         self, request: log_service_pb2.TailLogsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[log_service_pb2.TailLogsResponse]:

@@ -1,4 +1,9 @@
-"""The one place where domain errors become gRPC status (AIP-193: code, ErrorInfo, BadRequest, RetryInfo)."""
+"""The one place where domain errors become gRPC status (AIP-193: code, ErrorInfo, BadRequest, RetryInfo).
+
+The store's errors (store.errors.StoreError) are no domain errors, but a request may meet one: they leave as
+UNAVAILABLE, reason STORE_UNAVAILABLE (or STORE_OUTCOME_UNKNOWN when a commit's fate is unknown), with an incident
+id to quote; where the store is (a path, a URL) stays in the server's log.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from ..errors import (
     ToolNotFoundError,
     UnauthenticatedError,
 )
+from ..store.errors import StoreCommitUnknownError, StoreError
 
 logger = logging.getLogger("toolhost.api")
 
@@ -83,6 +89,9 @@ def status_of(exc: BaseException, method: str) -> grpc.Status:
             delay = Duration()
             delay.FromTimedelta(timedelta(seconds=exc.retry_after_seconds))
             details.append(_pack(error_details_pb2.RetryInfo(retry_delay=delay)))
+    elif isinstance(exc, StoreError):
+        code, message, reason, metadata = grpc.StatusCode.UNAVAILABLE, *_store_failure(exc, method)
+        details = [_pack(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata))]
     else:
         # Internal errors keep their detail in the log; the caller gets an id to quote.
         incident = uuid.uuid4().hex[:12]
@@ -93,6 +102,20 @@ def status_of(exc: BaseException, method: str) -> grpc.Status:
                                                      metadata={"method": method, "incident": incident}))]
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=message, details=details)
     return rpc_status.to_status(status)
+
+
+def _store_failure(exc: StoreError, method: str) -> tuple[str, str, dict[str, str]]:
+    """The message, reason and ErrorInfo metadata of a store that failed a request; the store's own message (which
+    names the database) is logged under an incident id."""
+    incident = uuid.uuid4().hex[:12]
+    logger.warning("the store failed %s (incident %s): %s", method, incident, exc)
+    metadata = {"method": method, "incident": incident}
+    if isinstance(exc, StoreCommitUnknownError):
+        return (f"the connection to the server's database broke while the change was committed, so whether it was "
+                f"kept is unknown: read it back before retrying (incident {incident}; the server log has the "
+                f"detail)"), "STORE_OUTCOME_UNKNOWN", metadata
+    return (f"the server's database cannot be used now; retry later (incident {incident}; the server log has the "
+            f"detail)"), "STORE_UNAVAILABLE", metadata
 
 
 Request = TypeVar("Request")

@@ -11,6 +11,7 @@ from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 from ..app import Toolhost
 from ..auth import Caller, find_visible, generation_seen, view_of
+from ..auth.rights import Right
 from ..errors import InvalidRequestError
 from ..listing import list_tools
 from ..pipeline import CallRequest
@@ -26,6 +27,7 @@ from .convert import (
     watch_response,
 )
 from .remote_client import HOPS_METADATA_KEY
+from .rights import requires
 from .status import status_of, translate_errors
 
 SERVICE_NAME = tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"].full_name
@@ -44,6 +46,7 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         """Who sent this request; UnauthenticatedError when the server requires credentials it lacks."""
         return authenticate(self._toolhost.authenticator, context, self._toolhost.config.trusted_unix_socket)
 
+    @requires(Right.AUTHENTICATED)
     @translate_errors
     async def ListTools(
         self, request: tool_service_pb2.ListToolsRequest, context: grpc.aio.ServicerContext
@@ -59,6 +62,7 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         full = request.view == tool_pb2.TOOL_VIEW_FULL
         return head.SerializeToString() + self._messages.page((t.spec for t in page.tools), full)
 
+    @requires(Right.AUTHENTICATED)
     @translate_errors
     async def GetTool(
         self, request: tool_service_pb2.GetToolRequest, context: grpc.aio.ServicerContext
@@ -73,6 +77,7 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         return tool_service_pb2.GetToolResponse(
             tool=self._messages.get(tool.spec, full), generation=generation_seen(registry, caller))
 
+    @requires(Right.AUTHENTICATED)
     @translate_errors
     async def CallTool(
         self, request: tool_service_pb2.CallToolRequest, context: grpc.aio.ServicerContext
@@ -80,6 +85,7 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         call = _call_request(request, context, self._caller(context))
         return call_response(await self._toolhost.pipeline.call(call))
 
+    @requires(Right.AUTHENTICATED)
     async def StreamCallTool(
         self, request: tool_service_pb2.StreamCallToolRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[tool_service_pb2.StreamCallToolResponse]:
@@ -92,12 +98,14 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         except Exception as exc:
             await context.abort_with_status(status_of(exc, "StreamCallTool"))
 
+    @requires(Right.ADMIN)
     @translate_errors
     async def Reload(
         self, request: tool_service_pb2.ReloadRequest, context: grpc.aio.ServicerContext
     ) -> tool_service_pb2.ReloadResponse:
         return reload_response(await self._toolhost.reload(self._caller(context), "Reload RPC"))
 
+    @requires(Right.AUTHENTICATED)
     @translate_errors
     async def GetInstructions(
         self, request: tool_service_pb2.GetInstructionsRequest, context: grpc.aio.ServicerContext
@@ -106,6 +114,7 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         return tool_service_pb2.GetInstructionsResponse(markdown=instructions.markdown,
                                                         tool_names=instructions.tool_names)
 
+    @requires(Right.AUTHENTICATED)
     async def WatchTools(
         self, request: tool_service_pb2.WatchToolsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[tool_service_pb2.WatchToolsResponse]:

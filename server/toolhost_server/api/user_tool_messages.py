@@ -1,4 +1,5 @@
-"""UserToolService messages to the user-tool records of the core and back, and UpdateUserTool's field mask."""
+"""UserToolService messages to the user-tool records of the core and back, UpdateUserTool's field mask, and
+the byte budget of a page of tools."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ _UNSET_TIME = datetime.fromtimestamp(0, UTC)
 _QUOTED_PATH_CHARS = 64
 # A JSON number past this is not an exact integer in a double, so it stays a float.
 _EXACT_INTEGERS = 2**53
+# What a repeated message field adds to each element on the wire, at most: its tag and a length varint.
+_ELEMENT_FRAMING_BYTES = 6
 
 
 def _timestamp(moment: datetime) -> Timestamp:
@@ -80,11 +83,41 @@ def user_tool_record(message: pb.UserTool) -> UserToolRecord:
         shadowed_by="")
 
 
-def update_paths(paths: Sequence[str]) -> tuple[str, ...]:
-    """The fields an update mask names, each once, in the proto's order: every mutable field for an empty mask
-    or `*` (AIP-134's full replacement). InvalidRequestError for any other path, saying why."""
-    if not paths or list(paths) == ["*"]:
+def slug_only_tool(slug: str) -> UserToolRecord:
+    """What a CreateUserTool request from a caller who will be refused stands for: its slug (the refusal's audit
+    entry names it) and nothing else of the request, unread. Without a script or a description it could never
+    be stored either."""
+    return UserToolRecord(
+        slug=slug, name="", description="", category="", system_prompt="", input_schema={}, script="",
+        enabled=False, timeout_seconds=None, tags=(), credentials=(), version=0, created_at=_UNSET_TIME,
+        updated_at=_UNSET_TIME, shadowed_by="")
+
+
+def unread_conflict(message: pb.ToolConflict) -> ConflictRecord:
+    """What a SetToolConflict request from a caller who will be refused stands for: the pair's names (the
+    refusal's audit entry names them), with no type, so that it could never be stored either."""
+    return ConflictRecord(tool_a=message.tool_a, tool_b=message.tool_b, type="", resolution_hint="")
+
+
+def _populated(message: pb.UserTool) -> tuple[str, ...]:
+    """The mutable fields `message` sets to something other than their default (AIP-134's populated fields)."""
+    return tuple(field for field in MUTABLE_FIELDS
+                 if (message.HasField(field) if field == "input_schema" else bool(getattr(message, field))))
+
+
+def update_paths(message: pb.UserTool, paths: Sequence[str]) -> tuple[str, ...]:
+    """The fields an update changes, each once, in the proto's order: those the mask names; for an empty mask
+    those `message` populates (AIP-134); for `*` every mutable field (a full replacement). InvalidRequestError
+    for any other path, or for an empty mask on a request that sets nothing, saying why."""
+    if list(paths) == ["*"]:
         return MUTABLE_FIELDS
+    if not paths:
+        populated = _populated(message)
+        if not populated:
+            raise InvalidRequestError(
+                f"the request sets no field to change and its update_mask is empty: set the new values (one of "
+                f"{', '.join(MUTABLE_FIELDS)}), and name a field in update_mask to give it its empty value")
+        return populated
     for path in paths:
         # Quoted cut short: the message travels in a gRPC header, which a path of any length would overflow.
         quoted = repr(path) if len(path) <= _QUOTED_PATH_CHARS else f"{path[:_QUOTED_PATH_CHARS]!r}..."
@@ -93,14 +126,15 @@ def update_paths(paths: Sequence[str]) -> tuple[str, ...]:
         if path not in MUTABLE_FIELDS:
             raise InvalidRequestError(
                 f"update_mask names {quoted}, which is no field UpdateUserTool changes: name the fields among "
-                f"{', '.join(MUTABLE_FIELDS)} (or leave the mask empty to replace them all)")
+                f"{', '.join(MUTABLE_FIELDS)} (or `*` to replace them all, or leave the mask empty to change "
+                f"the fields the request sets)")
     return tuple(field for field in MUTABLE_FIELDS if field in paths)
 
 
 def update_changes(message: pb.UserTool, paths: Sequence[str]) -> dict[str, Any]:
-    """What UpdateUserTool changes: each field the mask names (see update_paths) with its new value."""
+    """What UpdateUserTool changes: each field update_paths gives, with its new value."""
     values: dict[str, Any] = {}
-    for field in update_paths(paths):
+    for field in update_paths(message, paths):
         if field == "input_schema":
             values[field] = schema_of(message.input_schema)
         elif field == "timeout_seconds":
@@ -110,6 +144,17 @@ def update_changes(message: pb.UserTool, paths: Sequence[str]) -> dict[str, Any]
         else:
             values[field] = getattr(message, field)
     return values
+
+
+def page_within(messages: Sequence[pb.UserTool], budget_bytes: int) -> int:
+    """How many of `messages`, from the first, a page of at most `budget_bytes` holds: at least one, so that a
+    page always moves the list on (a tool is far below the message limit: see user_tools.validation)."""
+    used = 0
+    for count, message in enumerate(messages):
+        used += message.ByteSize() + _ELEMENT_FRAMING_BYTES
+        if used > budget_bytes and count > 0:
+            return count
+    return len(messages)
 
 
 def user_tool_message(record: UserToolRecord) -> pb.UserTool:

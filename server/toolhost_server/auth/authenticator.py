@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..errors import UnauthenticatedError
+from .auth_file import AuthTable
 from .caller import ANONYMOUS, TRUSTED_SOCKET_CALLER, AuthMethod, Caller
 from .permissions import FULL_RIGHTS
 from .reloading_auth_file import ReloadingAuthFile
@@ -54,6 +55,10 @@ class Authenticator:
     def required(self) -> bool:
         """Whether callers must authenticate (an auth file or a client CA is configured)."""
         return self._auth_file is not None or self._client_ca
+
+    def rights_table(self) -> AuthTable | None:
+        """The auth file as now read (None without one): what the component inspector counts."""
+        return self._auth_file.current() if self._auth_file is not None else None
 
     def authenticate(self, peer: PeerIdentity) -> Caller:
         if peer.trusted_socket:

@@ -21,6 +21,8 @@ def add_db_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "init-memory-role", help="make the PostgreSQL role that memory_query runs as",
         description="Make (or repair, with a new password) the PostgreSQL login role that memory_query runs as: it "
                     "may read the memory views and nothing else of toolhost's, read-only, with a statement timeout. "
+                    "An existing role's grants on tables outside the memory schema are revoked; a role that could "
+                    "still use one (a grant to PUBLIC, a table it owns) is refused, naming what to revoke. "
                     "Run it once per database, as a user who may create roles; the server's own database_url "
                     "(TOOLHOST_DATABASE_URL, --config) names the database and the user that will own the views. "
                     "Nothing to do on SQLite.")

@@ -29,6 +29,11 @@ class UsageError(Exception):
 
 def report_error(exc: ToolhostError, target: str) -> int:
     """Print one gRPC error for a person and return the exit status it means."""
+    if isinstance(exc, UnavailableError) and exc.reason in (ErrorReason.STORE_UNAVAILABLE,
+                                                            ErrorReason.STORE_OUTCOME_UNKNOWN):
+        # The server answered: only its database is out of reach. Its message says whether to retry.
+        print(f"toolhost: {exc.code.name}: {exc.message}", file=sys.stderr)
+        return EXIT_FAILED
     if isinstance(exc, UnavailableError):
         if exc.reason == ErrorReason.SHUTTING_DOWN:
             print(f"toolhost: the server at {target} is shutting down: {exc.message}", file=sys.stderr)

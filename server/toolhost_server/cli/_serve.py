@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from ..config import SETTINGS, ConfigError, load_config
+from ..config import SETTINGS, ConfigError, load_config_with_sources
 
 
 def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -20,6 +20,9 @@ def add_serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                                 help=f"{setting.help} [{setting.env_var}]")
         elif setting.name == "workspaces":
             parser.add_argument("--workspace", dest="workspaces", action="append", metavar="NAME=PATH",
+                                help=f"{setting.help} [{setting.env_var}]")
+        elif setting.name == "databases":
+            parser.add_argument("--database", dest="databases", action="append", metavar="NAME=URL",
                                 help=f"{setting.help} [{setting.env_var}]")
         elif setting.is_switch:
             parser.add_argument(setting.flag, dest=setting.name, nargs="?", const="true", metavar="true|false",
@@ -35,13 +38,13 @@ def run_serve(args: argparse.Namespace) -> int:
     flags = {s.name: getattr(args, s.name) for s in SETTINGS if getattr(args, s.name, None) is not None}
     configure_logging("INFO")  # so warnings while reading the configuration use the server's log format
     try:
-        config = load_config(flags, config_file=args.config)
+        config, sources = load_config_with_sources(flags, config_file=args.config)
     except ConfigError as exc:
         print(f"toolhost: {exc}", file=sys.stderr)
         return 2
     configure_logging(config.log_level, log_format=config.log_format)
     try:
-        return asyncio.run(serve(config))
+        return asyncio.run(serve(config, sources))
     except OSError as exc:
         print(f"toolhost: {exc}", file=sys.stderr)
         return 1

@@ -1,6 +1,7 @@
 """`toolhost user-tools`: create, list, show, update, delete, version and enable the server's user tools
 (UserToolService). A script comes from a file or stdin, a schema from a JSON file: never from a shell word that
-would need quoting twice."""
+would need quoting twice. What the tools hold was written by others: on a terminal it is shown with its control
+characters escaped (_terminal_text)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from toolhost import Client, UserTool
 
 from ._errors import EXIT_OK, UsageError
 from ._output import format_table, json_text, one_line, summary_width
+from ._terminal_text import TerminalText
 
 # What a user tool takes when its creator gives no schema: an object of any arguments.
 DEFAULT_SCHEMA: dict[str, Any] = {"type": "object"}
@@ -56,8 +58,8 @@ def _add_tool_fields(parser: argparse.ArgumentParser, creating: bool) -> None:
                         help="the longest a call may run (0: the server's default)")
     parser.add_argument("--tags", type=_names, metavar="TAG,...", help="labels, comma-separated ('' for none)")
     parser.add_argument("--credentials", type=_names, metavar="NAME,...",
-                        help="credentials the script gets as TOOLHOST_CRED_* (only those your role may grant; "
-                             "'' for none)")
+                        help="credentials the script gets as TOOL_CRED_<NAME>_<KEY> (only those your role may "
+                             "grant; '' for none)")
 
 
 def add_user_tools_parser(
@@ -161,9 +163,10 @@ def _fields(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _changed(verb: str, tool: UserTool) -> None:
+    shown = TerminalText.for_stdout()
     state = "" if tool.enabled else " (disabled)"
     shadow = f"; not served: {tool.shadowed_by} has the name" if tool.shadowed_by else ""
-    print(f"{verb} user tool {tool.slug}, version {tool.version}{state}{shadow}")
+    print(shown(f"{verb} user tool {tool.slug}, version {tool.version}{state}{shadow}"))
 
 
 def user_tools_create(client: Client, args: argparse.Namespace) -> int:
@@ -185,13 +188,15 @@ def user_tools_update(client: Client, args: argparse.Namespace) -> int:
 
 def user_tools_list(client: Client, args: argparse.Namespace) -> int:
     tools = list(client.list_user_tools())
+    shown = TerminalText.for_stdout()
     if args.json:
-        print(json_text([tool.to_dict() for tool in tools]))
+        print(shown.json(json_text([tool.to_dict() for tool in tools])))
         return EXIT_OK
     if not tools:
         print("no user tools (`toolhost user-tools create` makes one)", file=sys.stderr)
         return EXIT_OK
-    rows = [[t.slug, str(t.version), _state(t), t.category, one_line(t.description)] for t in tools]
+    rows = [[shown(t.slug), str(t.version), shown(_state(t)), shown(one_line(t.category)),
+             shown(one_line(t.description))] for t in tools]
     print("\n".join(format_table(["SLUG", "VERSION", "STATE", "CATEGORY", "DESCRIPTION"], rows, summary_width())))
     return EXIT_OK
 
@@ -204,12 +209,14 @@ def _state(tool: UserTool) -> str:
 
 def user_tools_show(client: Client, args: argparse.Namespace) -> int:
     tool = client.get_user_tool(args.slug)
+    shown = TerminalText.for_stdout()
     if args.json:
-        print(json_text(tool.to_dict()))
+        print(shown.json(json_text(tool.to_dict())))
         return EXIT_OK
     width = summary_width()
-    lines = [f"{tool.slug} ({tool.name or tool.slug}), version {tool.version}"]
-    lines += textwrap.wrap(tool.description, width=max(width - 2, 40), initial_indent="  ", subsequent_indent="  ")
+    lines = [shown(f"{tool.slug} ({tool.name or tool.slug}), version {tool.version}")]
+    lines += textwrap.wrap(shown(tool.description), width=max(width - 2, 40), initial_indent="  ",
+                           subsequent_indent="  ")
     facts = [
         ("state", _state(tool)),
         ("category", tool.category),
@@ -220,27 +227,29 @@ def user_tools_show(client: Client, args: argparse.Namespace) -> int:
         ("updated", tool.updated_at.isoformat(timespec="seconds")),
     ]
     lines.append("")
-    lines += [f"  {label + ':':<13}{value}" for label, value in facts]
+    lines += [f"  {label + ':':<13}{shown(value)}" for label, value in facts]
     if tool.system_prompt:
-        lines += ["", "System prompt:", textwrap.indent(tool.system_prompt.rstrip("\n"), "  ")]
-    lines += ["", "Input schema:", textwrap.indent(json_text(tool.input_schema), "  ")]
-    lines += ["", "Script:", textwrap.indent(tool.script.rstrip("\n"), "  ")]
+        lines += ["", "System prompt:", textwrap.indent(shown(tool.system_prompt.rstrip("\n")), "  ")]
+    lines += ["", "Input schema:", textwrap.indent(shown.json(json_text(tool.input_schema)), "  ")]
+    lines += ["", "Script:", textwrap.indent(shown(tool.script.rstrip("\n")), "  ")]
     print("\n".join(lines))
     return EXIT_OK
 
 
 def user_tools_delete(client: Client, args: argparse.Namespace) -> int:
     tool = client.delete_user_tool(args.slug)
-    print(f"deleted user tool {tool.slug} (it was at version {tool.version})")
+    print(TerminalText.for_stdout()(f"deleted user tool {tool.slug} (it was at version {tool.version})"))
     return EXIT_OK
 
 
 def user_tools_versions(client: Client, args: argparse.Namespace) -> int:
     versions = list(client.list_user_tool_versions(args.slug))
+    shown = TerminalText.for_stdout()
     if args.json:
-        print(json_text([version.to_dict() for version in versions]))
+        print(shown.json(json_text([version.to_dict() for version in versions])))
         return EXIT_OK
-    rows = [[str(v.version), v.created_at.isoformat(timespec="seconds"), v.changed_by, v.change] for v in versions]
+    rows = [[str(v.version), v.created_at.isoformat(timespec="seconds"), shown(v.changed_by), shown(one_line(v.change))]
+            for v in versions]
     print("\n".join(format_table(["VERSION", "TIME", "BY", "CHANGE"], rows, summary_width())))
     return EXIT_OK
 
@@ -253,11 +262,12 @@ def user_tools_restore(client: Client, args: argparse.Namespace) -> int:
 
 def _set_enabled(client: Client, slug: str, enabled: bool) -> int:
     result = client.set_user_tool_enabled(slug, enabled)
-    print(f"{'enabled' if enabled else 'disabled'} user tool {result.user_tool.slug}")
+    shown = TerminalText.for_stdout()
+    print(shown(f"{'enabled' if enabled else 'disabled'} user tool {result.user_tool.slug}"))
     for conflict in result.conflicts:
         other = conflict.tool_b if conflict.tool_a == slug else conflict.tool_a
         hint = f": {conflict.resolution_hint}" if conflict.resolution_hint else ""
-        print(f"  note: equivalent to {other}, which is served too{hint}")
+        print(shown(f"  note: equivalent to {other}, which is served too{hint}"))
     return EXIT_OK
 
 

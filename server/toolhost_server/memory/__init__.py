@@ -9,5 +9,5 @@ with one read-only SQL SELECT over a view per structure. Memory is shared by eve
     sqlite_query.py    a query on SQLite: a read-only connection, an authorizer, a progress handler
     postgres_query.py  a query on PostgreSQL: the memory role's READ ONLY transaction with a statement timeout
     postgres_role.py   the memory role and schema, made once by `toolhost db init-memory-role`
-    query.py           QueryResult, and the one entry point that picks the database's way
+    query.py           the one entry point that picks the database's way, and the collector that bounds a result
 """

@@ -2,14 +2,21 @@
 roles: a LOGIN role that may use the memory schema and read the views granted to it (nothing else of toolhost's),
 whose connections are read-only and time-limited by default; the schema, owned by the server's user so that it
 creates and drops the views; and the role's password in the memory_query_role table, which only the server's user
-reads. Run again, it changes the password and repairs the grants."""
+reads. Run again, it changes the password and repairs the grants.
+
+The SQL gate lets a query name any schema (public.credentials), so the role's privileges are what keeps it in the
+memory views: the role's own grants on tables outside the memory schema are revoked, and a reach that remains
+(PUBLIC grants, tables the role owns) is refused with what to revoke. memory_query checks the same on each
+connection (reach_outside_memory), so a grant made later turns it off instead of opening a table."""
 
 from __future__ import annotations
 
 import re
 import secrets
 from datetime import UTC, datetime
+from typing import Any
 
+import psycopg
 from sqlalchemy import URL, Connection, delete, insert
 from sqlalchemy import text as sql_text
 
@@ -21,6 +28,18 @@ from .views import POSTGRES_SCHEMA
 
 CONNECTION_LIMIT = 20
 DEFAULT_STATEMENT_TIMEOUT = "60s"
+# Relations outside the memory schema (and the catalogs, which every role reads and the SQL gate keeps queries
+# out of) that the role may use in any way, directly, through PUBLIC or as their owner; at most 10 named.
+_REACH = f"""
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname)
+FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'S')
+  AND n.nspname NOT IN ('{POSTGRES_SCHEMA}', 'information_schema') AND n.nspname NOT LIKE 'pg\\_%%'
+  AND (has_table_privilege(%(role)s, c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+       OR has_any_column_privilege(%(role)s, c.oid, 'SELECT, INSERT, UPDATE, REFERENCES')
+       -- An owner whose privileges were revoked may grant them back to itself.
+       OR c.relowner = (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = %(role)s))
+ORDER BY 1 LIMIT 10"""
 
 
 class MemoryRoleError(Exception):
@@ -48,6 +67,7 @@ def init_memory_role(store: Store, admin_url: URL, role: str) -> str:
     try:
         with database_errors(admin_url), engine.begin() as admin:
             created = _create_or_reset_role(admin, role, password)
+            _revoke_reach(admin, role)
             preparer = admin.dialect.identifier_preparer
             quoted_role, quoted_owner = preparer.quote(role), preparer.quote(server_user)
             admin.execute(sql_text(f"CREATE SCHEMA IF NOT EXISTS {POSTGRES_SCHEMA} AUTHORIZATION {quoted_owner}"))
@@ -67,6 +87,35 @@ def init_memory_role(store: Store, admin_url: URL, role: str) -> str:
     how = "created" if created else "already existed; its password was changed and its grants repaired"
     return (f"the memory role {role} {how}; the schema {POSTGRES_SCHEMA} belongs to {server_user}, and memory_query "
             "runs as the role from now on")
+
+
+def reach_outside_memory(connection: psycopg.Connection[Any], role: str) -> list[str]:
+    """The relations (schema.name) outside the memory schema that `role` may use in any way; at most 10."""
+    with connection.cursor() as cursor:
+        cursor.execute(_REACH, {"role": role})
+        return [str(name) for (name,) in cursor.fetchall()]
+
+
+def _revoke_reach(admin: Connection, role: str) -> None:
+    """Revoke the role's own privileges outside the memory schema; MemoryRoleError naming what it may still use."""
+    quoted = admin.dialect.identifier_preparer.quote(role)
+    schemas = admin.execute(sql_text(
+        "SELECT nspname FROM pg_namespace WHERE nspname NOT IN (:memory, 'information_schema') "
+        "AND nspname NOT LIKE 'pg\\_%'"), {"memory": POSTGRES_SCHEMA}).scalars().all()
+    for schema in schemas:
+        quoted_schema = admin.dialect.identifier_preparer.quote(schema)
+        # Column privileges go with the table's (REVOKE on a table revokes them on each of its columns).
+        admin.execute(sql_text(f"REVOKE ALL ON ALL TABLES IN SCHEMA {quoted_schema} FROM {quoted}"))
+        admin.execute(sql_text(f"REVOKE ALL ON ALL SEQUENCES IN SCHEMA {quoted_schema} FROM {quoted}"))
+    driver = admin.connection.driver_connection
+    assert isinstance(driver, psycopg.Connection), "the store's PostgreSQL driver is psycopg"
+    reached = reach_outside_memory(driver, role)
+    if reached:
+        names = ", ".join(reached)
+        raise MemoryRoleError(
+            f"the role {role} may still use {names} outside the memory schema, through grants to PUBLIC or as their "
+            f"owner, and memory_query would let a query read them: revoke those (e.g. REVOKE ALL ON TABLE "
+            f"{reached[0]} FROM PUBLIC), or choose another --role if it owns them, then run this again")
 
 
 def _create_or_reset_role(admin: Connection, role: str, password: str) -> bool:

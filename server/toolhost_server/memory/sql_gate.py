@@ -1,11 +1,18 @@
 """The first check of a memory_query statement, on its text: one SELECT (or WITH ... SELECT, VALUES, TABLE) that
-calls only known harmless functions and names no catalog (pg_*, sqlite_*, information_schema). The databases then
-enforce the rest (sqlite_query.py, postgres_query.py); this check exists because PostgreSQL lets any role read its
-catalogs and call functions such as set_config, pg_notify or query_to_xml, which no grant can take away.
+calls only known harmless functions in name(...) form and names no catalog (pg_*, sqlite_*, information_schema)
+nor a reg* type (::regclass would tell whether any table exists). It exists because PostgreSQL lets any role read
+its catalogs and call functions such as set_config, pg_notify or query_to_xml, which no grant can take away.
 
-The scanner follows both databases' lexical rules where they agree, and refuses what it cannot read the way they
-would (dollar quotes, E'' and U& strings, nested comments, `$`, a number run into a name): a query it passes is
-one the databases tokenize the same way.
+It is a filter, not the boundary. The databases enforce the rest (sqlite_query.py: the authorizer allows reading
+the memory views and calling these functions only; postgres_query.py: the memory role, which may read nothing else,
+in a read-only transaction). A call the text does not show as name(...) is one the scanner cannot always see:
+PostgreSQL's attribute notation calls f(x) for x.f when x has no column f. The scanner refuses (expr).f and the
+row functions such notation reaches in PostgreSQL 15 (ROW_FUNCTIONS); another function an extension adds could
+still be reached so, as the role.
+
+The scanner follows both databases' lexical rules where they agree, and refuses what it cannot read the way both
+would (dollar quotes, E'' and U& strings, nested comments, `$`, backquotes, [brackets], a number run into a name):
+a query it passes is one the databases tokenize as it did.
 """
 
 from __future__ import annotations
@@ -51,6 +58,18 @@ _REFUSED_WORDS = frozenset({
     "lock", "set", "reset", "listen", "notify", "load", "into", "returning", "begin", "commit", "rollback",
     "savepoint", "release", "prepare", "execute", "deallocate", "declare", "fetch", "move", "close", "discard",
     "checkpoint", "cluster", "comment", "security", "import",
+})
+# PostgreSQL's one-argument functions that take any row (record, anyelement, "any") and are not allowed: x.f
+# calls them on the row x (SELECT p.row_to_json FROM people p). pg_* ones are refused by their prefix; mode needs
+# WITHIN GROUP, so it cannot be called that way.
+ROW_FUNCTIONS = frozenset({
+    "row_to_json", "quote_literal", "quote_nullable", "num_nulls", "num_nonnulls", "hash_record", "record_out",
+    "record_send", "any_out", "anyelement_out", "anynonarray_out", "anycompatible_out", "anycompatiblenonarray_out",
+})
+# PostgreSQL's object identifier types: a cast to one ('credentials'::regclass) looks the name up in the catalogs.
+_REG_TYPES = frozenset({
+    "regclass", "regcollation", "regconfig", "regdictionary", "regnamespace", "regoper", "regoperator", "regproc",
+    "regprocedure", "regrole", "regtype",
 })
 _FIRST_WORDS = frozenset({"select", "with", "values", "table"})
 _CATALOG_NAMES = frozenset({"information_schema", "pg_catalog"})
@@ -102,6 +121,17 @@ def _check_token(tokens: list[_Token], index: int, token: _Token) -> None:
     if folded in _CATALOG_NAMES or folded.startswith(_CATALOG_PREFIXES):
         raise QueryRefused(f"{token.text!r} names the database's catalog or another schema: memory_query reads "
                            "only the memory views (memory_structure_get lists them and their columns)")
+    if folded in _REG_TYPES:
+        raise QueryRefused(f"the type {folded} is not allowed: it looks names up in the database's catalog; "
+                           "memory_query reads only the memory views")
+    if index > 0 and tokens[index - 1] == _Token("symbol", "."):
+        before = tokens[index - 2] if index > 1 else None
+        if before == _Token("symbol", ")"):
+            raise QueryRefused(f"(...).{token.text} is not allowed: PostgreSQL may read it as a call of "
+                               f"{token.text}(...); select a column of a view or subquery by alias.column")
+        if folded in ROW_FUNCTIONS:
+            raise QueryRefused(f".{folded} is not allowed: PostgreSQL reads alias.{folded} as a call of {folded} on "
+                               "the row, a function memory_query does not allow")
     following = tokens[index + 1] if index + 1 < len(tokens) else None
     if following != _Token("symbol", "("):
         return
@@ -158,6 +188,12 @@ def _tokens(sql: str) -> list[_Token]:
         elif char in "$`":
             raise QueryRefused(f"{char!r} is not allowed outside a string: memory_query takes no parameters, dollar "
                                "quotes or backquoted names (quote names with \"...\")")
+        elif char in "[]":
+            # SQLite reads [x] as a quoted name ([readfile](...) a call), PostgreSQL as a subscript whose inside is
+            # more SQL: the two readings cannot both be checked.
+            raise QueryRefused("square brackets are not allowed outside a string: SQLite reads [x] as a name and "
+                               "PostgreSQL as a subscript; quote names with \"...\" and read JSON with ->, ->> or "
+                               "json_extract")
         else:
             tokens.append(_Token("symbol", char, position))
             position += 1

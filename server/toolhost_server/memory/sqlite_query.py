@@ -1,7 +1,9 @@
 """memory_query on SQLite: a connection of its own that opens the store's file read-only, makes one temporary
 view per structure, then runs the query under an authorizer that allows reading those views (and the columns of
 memory_records they read) and calling sql_gate's functions, nothing else, and a progress handler that ends it at
-its deadline."""
+its deadline. SQLite runs in the server's process, so its limits bound the server's memory too: no value longer than
+MAX_VALUE_BYTES (read or made), no result wider than MAX_COLUMNS, and rows fetched one at a time until the result is
+full."""
 
 from __future__ import annotations
 
@@ -11,13 +13,11 @@ from typing import Any
 
 from ..store.engine import sqlite_file
 from .errors import QueryRefused, QueryTimedOut, QueryUnavailable
-from .query import QueryResult
+from .query import MAX_COLUMNS, MAX_VALUE_BYTES, QueryResult, ResultCollector
 from .sql_gate import ALLOWED_FUNCTIONS
 from .table import MemoryTable
 from .views import sqlite_view
 
-# The longest text or blob a query may make: a recursive concatenation stops here instead of filling memory.
-MAX_VALUE_BYTES = 1_000_000
 # How many SQLite virtual machine steps pass between two looks at the deadline (about a millisecond's worth).
 _PROGRESS_STEPS = 10_000
 _SCHEMA_TABLES = {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlite_temp_schema", "sqlite_sequence",
@@ -25,7 +25,7 @@ _SCHEMA_TABLES = {"sqlite_master", "sqlite_schema", "sqlite_temp_master", "sqlit
 _ALLOWED_ACTIONS = frozenset({sqlite3.SQLITE_SELECT, sqlite3.SQLITE_RECURSIVE})
 
 
-def run_sqlite_query(table: MemoryTable, statement: str, deadline: float, max_rows: int) -> QueryResult:
+def run_sqlite_query(table: MemoryTable, statement: str, deadline: float, max_bytes: int) -> QueryResult:
     path = sqlite_file(table.store.url)
     if path is None:
         raise QueryUnavailable("memory_query needs the store in a SQLite file or PostgreSQL; this store is in "
@@ -36,6 +36,7 @@ def run_sqlite_query(table: MemoryTable, statement: str, deadline: float, max_ro
                                  check_same_thread=False)
     try:
         connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+        connection.setlimit(sqlite3.SQLITE_LIMIT_COLUMN, MAX_COLUMNS)
         connection.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         for structure in structures:
             connection.execute(sqlite_view(structure.name, structure.columns))
@@ -45,17 +46,20 @@ def run_sqlite_query(table: MemoryTable, statement: str, deadline: float, max_ro
         connection.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
         try:
             cursor = connection.execute(statement)
-            rows = cursor.fetchmany(max_rows + 1)
+            collector = ResultCollector(tuple(column[0] for column in cursor.description or ()), max_bytes)
+            # One row at a time: SQLite makes the next row only when asked, and it is dropped once the result is full.
+            for row in cursor:
+                if not collector.add(row):
+                    break
         except sqlite3.Error as exc:
             if time.monotonic() > deadline and "interrupt" in str(exc):
                 raise QueryTimedOut(
                     "the query ran past the tool's timeout and was ended; narrow it (a WHERE, a LIMIT, a "
                     "recursive CTE that stops)") from None
             raise QueryRefused(_refusal(exc)) from None
-        columns = tuple(column[0] for column in cursor.description or ())
     finally:
         connection.close()
-    return QueryResult(columns, tuple(rows[:max_rows]), len(rows) > max_rows)
+    return collector.result()
 
 
 def _authorizer(views: set[str], tables: set[str]) -> Any:
@@ -89,4 +93,9 @@ def _refusal(exc: sqlite3.Error) -> str:
                 "(memory_structure_get lists them) and call the allowed functions")
     if "one statement at a time" in message:
         return "one statement only: memory_query runs a single SELECT"
+    if "too big" in message:
+        return (f"a value the query reads or makes is longer than {MAX_VALUE_BYTES} bytes, the most memory_query "
+                "handles: select a part of it (substr) or aggregate fewer rows")
+    if "too many columns" in message:
+        return f"the query has more than {MAX_COLUMNS} columns, the most memory_query handles: select fewer"
     return f"SQLite refused the query: {message}"

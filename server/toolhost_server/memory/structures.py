@@ -22,7 +22,9 @@ VIEW_COLUMNS = ("id", "created_at", "updated_at")
 MAX_FIELDS = 200
 MAX_DESCRIPTION_CHARS = 4000
 MAX_SCHEMA_BYTES = 64 * 1024
-MAX_RECORD_BYTES = 256 * 1024
+# A record's JSON as the store keeps it (non-ASCII characters as \u escapes): memory_query reads every value up to
+# this length and no longer (query.py MAX_VALUE_BYTES), so a larger record could not be read back.
+MAX_RECORD_BYTES = 64 * 1024
 
 # How a property's JSON Schema type shows in its column: anything else (several types, none, array, object) is
 # the value as JSON.

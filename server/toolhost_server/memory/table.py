@@ -3,11 +3,17 @@ committed before the tool answers. Blocking: the tools call it in a thread.
 
 On PostgreSQL a structure's view is created and dropped with it, in the memory schema, once `toolhost db
 init-memory-role` has made that schema; sync_postgres_views makes up for structures created before.
+
+Races: a change that depends on what it read locks that row first (SELECT ... FOR UPDATE on PostgreSQL; on SQLite
+every transaction begins IMMEDIATE, so they take turns anyway). Adding a record locks its structure's row, so two
+adds cannot both pass the cap, and one racing the structure's deletion finds the structure gone (NOT_FOUND); a
+merge locks its record, so two merges of one record apply one after the other.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +45,9 @@ from .views import POSTGRES_SCHEMA, postgres_view
 
 MAX_STRUCTURES = 1000
 MAX_RECORDS_PER_STRUCTURE = 100_000
+# memory_query calls running at once per server: each holds a thread (and on PostgreSQL a connection) up to its
+# timeout, so more would starve the server's other blocking work. One more is refused, not queued (memory_tools.py).
+MAX_CONCURRENT_QUERIES = 2
 
 # pg_advisory_xact_lock(int, int): this class, key 0. Structure changes and view syncs take turns, so that two
 # replicas never create or drop the same view at once.
@@ -96,8 +105,11 @@ class MemoryTable:
         table.delete_structure("people", force=True)
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, max_records_per_structure: int = MAX_RECORDS_PER_STRUCTURE) -> None:
         self.store = store
+        self.max_records_per_structure = max_records_per_structure
+        # Taken by memory_query for as long as its thread runs (also past a caller that gave up).
+        self.query_slots = threading.BoundedSemaphore(MAX_CONCURRENT_QUERIES)
 
     def create_structure(self, name: str, description: str, record_schema: Any, caller: str) -> Structure:
         check_structure_name(name)
@@ -139,7 +151,7 @@ class MemoryTable:
         """Delete a structure, and its records when `force`; how many records went with it."""
         with self.store.begin() as connection:
             _lock_memory(connection)
-            structure = _structure(connection, name)
+            structure = _structure(connection, name, for_update=True)
             if structure.record_count and not force:
                 raise StructureInUse(
                     f"the structure {name!r} still holds {structure.record_count} records; delete them first, or "
@@ -153,8 +165,9 @@ class MemoryTable:
     def create_record(self, structure_name: str, data: Any, caller: str) -> Record:
         now = datetime.now(UTC)
         with self.store.begin() as connection:
-            structure = _structure(connection, structure_name)
-            if structure.record_count >= MAX_RECORDS_PER_STRUCTURE:
+            # Locked until the insert commits: the count below then includes every add committed before.
+            structure = _structure(connection, structure_name, for_update=True)
+            if structure.record_count >= self.max_records_per_structure:
                 raise MemoryFull(
                     f"the structure {structure_name!r} holds {structure.record_count} records, the most one may; "
                     "delete records no longer needed")
@@ -170,7 +183,7 @@ class MemoryTable:
         now = datetime.now(UTC)
         with self.store.begin() as connection:
             structure = _structure(connection, structure_name)
-            record = _record(connection, structure_name, record_id)
+            record = _record(connection, structure_name, record_id, for_update=True)
             new_data = merge_patch(record.data, data) if mode == "merge" else data
             checked = _checked_data(structure, new_data)
             connection.execute(update(memory_records).where(memory_records.c.id == record_id).values(
@@ -234,19 +247,23 @@ def _checked_data(structure: Structure, data: Any) -> dict[str, Any]:
             FieldViolation(f"/data{v.pointer}", v.reason.replace("argument", "field").replace(
                 "the fields are", f"the fields of {structure.name!r} are"))
             for v in exc.violations]) from None
-    size = len(json.dumps(prepared, ensure_ascii=False).encode("utf-8"))
+    # Measured as the store writes it (json.dumps: ASCII, non-ASCII characters as \u escapes).
+    size = len(json.dumps(prepared))
     if size > MAX_RECORD_BYTES:
         raise InvalidMemoryData([FieldViolation(
-            "/data", f"{size} bytes as JSON; a record may hold at most {MAX_RECORD_BYTES}")])
+            "/data", f"{size} bytes as stored JSON (a non-ASCII character counts as its \\u escape, 6 or 12 bytes); "
+                     f"a record may hold at most {MAX_RECORD_BYTES}: keep large texts elsewhere")])
     return prepared
 
 
-def _structure_row(connection: Connection, name: str) -> Any:
-    return connection.execute(select(memory_structures).where(memory_structures.c.name == name)).first()
+def _structure_row(connection: Connection, name: str, for_update: bool = False) -> Any:
+    query = select(memory_structures).where(memory_structures.c.name == name)
+    # SQLite has no FOR UPDATE (SQLAlchemy leaves it out there): its IMMEDIATE transactions already take turns.
+    return connection.execute(query.with_for_update() if for_update else query).first()
 
 
-def _structure(connection: Connection, name: str) -> Structure:
-    row = _structure_row(connection, name)
+def _structure(connection: Connection, name: str, for_update: bool = False) -> Structure:
+    row = _structure_row(connection, name, for_update)
     if row is None:
         raise StructureNotFound(f"no structure named {name!r}; memory_structure_get without a name lists them")
     count = connection.execute(
@@ -259,9 +276,9 @@ def _structure_of(row: Any, record_count: int) -> Structure:
                      record_count)
 
 
-def _record(connection: Connection, structure: str, record_id: int) -> Record:
-    row = connection.execute(select(memory_records).where(
-        memory_records.c.id == record_id, memory_records.c.structure == structure)).first()
+def _record(connection: Connection, structure: str, record_id: int, for_update: bool = False) -> Record:
+    query = select(memory_records).where(memory_records.c.id == record_id, memory_records.c.structure == structure)
+    row = connection.execute(query.with_for_update() if for_update else query).first()
     if row is None:
         raise RecordNotFound(f"the structure {structure!r} has no record {record_id}; memory_query finds ids "
                              f"(SELECT id FROM {structure})")

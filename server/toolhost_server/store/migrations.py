@@ -27,6 +27,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -225,6 +226,18 @@ def _remove_todos_of_bare_names(connection: Connection) -> None:
     logger.info("migration 6 removed %d todo items kept under a bare caller name", removed)
 
 
+# The column as migration 7 adds it, frozen here.
+_version_details = Column("details", JSON, nullable=True)
+_tool_versions_v7 = Table("tool_versions", MetaData(), _version_details)
+
+
+def _add_version_details(connection: Connection) -> None:
+    # NULL for the versions stored so far: they kept only the script, system prompt and schema, and a restore of
+    # one brings back only those. Nullable, so that replicas of the previous release, still running during a
+    # rolling update, go on inserting versions without it.
+    _add_column(connection, _tool_versions_v7, _version_details)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the credentials, audit_records and logs tables (toolhost before schema versions)",
               _create_version_1_tables),
@@ -236,6 +249,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _create_memory),
     Migration(6, "todos.owner is the caller's auth method and name (the lists kept under a bare name removed)",
               _remove_todos_of_bare_names),
+    Migration(7, "tool_versions.details: the rest of a user tool's record at each version (NULL for older rows)",
+              _add_version_details),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 
@@ -305,7 +320,7 @@ def _create_tables(connection: Connection, metadata: MetaData) -> None:
             connection.execute(CreateIndex(index, if_not_exists=True))
 
 
-def _add_column(connection: Connection, table: Table, column: Column[int]) -> None:
+def _add_column(connection: Connection, table: Table, column: Column[Any]) -> None:
     # SQLAlchemy Core has no ALTER TABLE construct; the column's definition is compiled by the dialect, as
     # CREATE TABLE would write it, so the statement is the same on SQLite and PostgreSQL but for their types.
     preparer = connection.dialect.identifier_preparer

@@ -123,8 +123,10 @@ user_tools = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False),
 )
 
-# One row per change of a user tool: what its script, system prompt and schema were at that version, who made
-# the change and what it was ("create", "update", "restore of version N"). Removed with the tool.
+# One row per change of a user tool: its editable record at that version, who made the change and what it was
+# ("create", "update", "restore of version N"). `details` holds the fields besides script, system prompt and
+# schema (name, description, category, timeout_seconds, tags, credentials) as a JSON object; NULL in rows written
+# before migration 7. Only the latest versions of each tool are kept (user_tools.table); removed with the tool.
 tool_versions = Table(
     "tool_versions", metadata,
     Column("slug", String(64), nullable=False),
@@ -135,6 +137,7 @@ tool_versions = Table(
     Column("changed_by", String(256), nullable=False),
     Column("change", String(64), nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("details", JSON, nullable=True),
     PrimaryKeyConstraint("slug", "version"),
 )
 

@@ -14,6 +14,9 @@ from ..model import Annotations, Example, Parameter
 
 if TYPE_CHECKING:
     from ..auth.caller import Caller
+    from ..introspection.database_schemas import DatabaseSchemas
+    from ..introspection.service import ServerIntrospection
+    from ..introspection.surface import ServingSurface
     from ..logs.inspector import LogInspector
     from ..memory.table import MemoryTable
     from ..pipeline import CallRequest, CallResult
@@ -52,6 +55,16 @@ class ToolServices:
     # these services (the user tools' runners get them too).
     user_tools: Callable[[], UserTools] | None = None
     call_tool: Callable[[CallRequest], Awaitable[CallResult]] | None = None
+    # Why this server serves no user tools (nor tool_create, tool_update, tool_run), or "": they would run as
+    # the server's own user (user_tools/identity.py).
+    user_tools_refusal: str = ""
+    # What the server serves (addresses, gRPC methods, HTTP routes), recorded as it binds: route_inspector's data.
+    surface: ServingSurface | None = None
+    # The server's read-only view of itself (application, components, settings): application_info's,
+    # component_inspector's and config_access's data.
+    introspection: ServerIntrospection | None = None
+    # The store and the configured databases (Config.databases), each read on request: database_schema's data.
+    databases: DatabaseSchemas | None = None
     # The server's max_output_bytes: a tool that bounds its own output (read, bash) keeps under the smaller.
     max_output_bytes: int = 1024 * 1024
 

@@ -5,19 +5,18 @@ changes the same structures and records, so grant them (auth file roles) only to
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import time
-from collections.abc import Callable, Mapping
-from datetime import date, datetime
-from decimal import Decimal
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from ..daemon_threads import run_in_daemon_thread
 from ..errors import (
     AlreadyExistsError,
     FailedPreconditionError,
     FieldViolation,
     InvalidArgumentsError,
+    OverCapacityError,
     ResourceNotFoundError,
 )
 from ..model import Annotations, Example, Parameter
@@ -25,12 +24,15 @@ from ..store.errors import StoreCommitUnknownError, StoreError
 from .base import Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
 
 if TYPE_CHECKING:
+    from ..memory.query import QueryResult
     from ..memory.table import MemoryTable
 
 T = TypeVar("T")
 
 MEMORY_QUERY_TIMEOUT_SECONDS = 30.0
 MAX_SQL_CHARS = 20_000
+# Bytes of max_output_bytes kept for what surrounds a query's rows (the other fields, the note).
+RESULT_RESERVE_BYTES = 1024
 _SHARED = ("Memory is shared: every caller allowed to call the memory tools sees and changes the same structures "
            "and records.")
 _STRUCTURE_NAME = Parameter(
@@ -178,8 +180,10 @@ class MemoryQuery(_MemoryTool):
         "created_at, updated_at and one per top-level field (SELECT name, age FROM people WHERE age > 30). Only "
         "the memory views can be read, and only aggregates, window functions and common text, number, date and "
         "JSON functions called; writes, other tables, catalogs, several statements, ATTACH, PRAGMA and file "
-        "functions are INVALID_ARGUMENT. At most 1000 rows (truncated says when cut); the query is ended at the "
-        f"tool's timeout. {_SHARED}")
+        "functions are INVALID_ARGUMENT. At most 1000 rows and the server's max_output_bytes of JSON (truncated "
+        "and note say when and why it was cut); a value over 64 KiB fails the query; the query is ended at the "
+        "tool's timeout. Two run at once per server: another is RESOURCE_EXHAUSTED, to retry in a moment. "
+        f"{_SHARED}")
     parameters = (Parameter("sql", "string", "One SELECT (or WITH ... SELECT) over the memory views.",
                             required=True, schema={"minLength": 1, "maxLength": MAX_SQL_CHARS}),)
     output_schema: ClassVar[Mapping[str, Any]] = {
@@ -189,6 +193,7 @@ class MemoryQuery(_MemoryTool):
             "rows": {"type": "array", "items": {"type": "array"}, "description": "Each row's values, by column."},
             "row_count": {"type": "integer"},
             "truncated": {"type": "boolean", "description": "True when the query had more rows than were sent."},
+            "note": {"type": "string", "description": "Why the rows were cut, when truncated."},
         },
         "required": ["columns", "rows", "row_count", "truncated"],
     }
@@ -197,19 +202,38 @@ class MemoryQuery(_MemoryTool):
     examples = (Example("Who is over 30", {"sql": "SELECT id, name, age FROM people WHERE age > 30 ORDER BY age"}),)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        from ..memory.query import MAX_ROWS, run_memory_query
+        from ..memory.query import run_memory_query
 
         table = _memory(context)
         # Ended a little before the call's own timeout, so that the caller is told why rather than TIMEOUT.
         deadline = time.monotonic() + max(0.05, context.timeout_seconds * 0.8)
-        result = await _in_store(lambda: run_memory_query(table, arguments["sql"], deadline), context)
-        rows = [[_json_value(value) for value in row] for row in result.rows]
+        limit = min(type(self).max_output_bytes or context.services.max_output_bytes,
+                    context.services.max_output_bytes)
+        max_bytes = max(limit - RESULT_RESERVE_BYTES, limit // 2)
+        # Refused at once rather than queued: a slot frees only when a query ends (up to its whole timeout), and
+        # the caller can retry sooner than a queue would tell it anything.
+        if not table.query_slots.acquire(blocking=False):
+            raise OverCapacityError(
+                "memory_query is already running as many queries as it may at once on this server; retry in a "
+                "moment, or make long queries shorter (a WHERE, a LIMIT)")
+
+        def query() -> QueryResult:
+            try:
+                return run_memory_query(table, arguments["sql"], deadline, max_bytes)
+            finally:
+                table.query_slots.release()
+
+        # A daemon thread of its own, not asyncio's shared pool: a slow query never delays the server's other
+        # blocking work, and the slot stays taken until the thread ends, also when the caller gave up.
+        result = await _in_store(query, context, lambda work: run_in_daemon_thread(work, name="memory_query"))
         lines = [json.dumps(list(result.columns), ensure_ascii=False)]
-        lines.extend(json.dumps(row, ensure_ascii=False) for row in rows)
+        lines.extend(json.dumps(row, ensure_ascii=False) for row in result.rows)
+        structured = {"columns": list(result.columns), "rows": list(result.rows), "row_count": len(result.rows),
+                      "truncated": result.truncated}
         if result.truncated:
-            lines.append(f"(cut at {MAX_ROWS} rows: the query had more; narrow it or add a LIMIT)")
-        return ToolOutput(text="\n".join(lines), structured={
-            "columns": list(result.columns), "rows": rows, "row_count": len(rows), "truncated": result.truncated})
+            lines.append(f"({result.note})")
+            structured["note"] = result.note
+        return ToolOutput(text="\n".join(lines), structured=structured)
 
 
 def _memory(context: ToolContext) -> MemoryTable:
@@ -224,23 +248,13 @@ def _output(summary: str, structured: dict[str, Any]) -> ToolOutput:
                       structured=structured)
 
 
-def _json_value(value: Any) -> Any:
-    """A database value as JSON: numbers stay numbers, times ISO 8601, bytes base64."""
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, (datetime, date)):
-        return value.isoformat()
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    return value
-
-
-async def _in_store(work: Callable[[], T], context: ToolContext) -> T:
+async def _in_store(work: Callable[[], T], context: ToolContext,
+                    in_thread: Callable[[Callable[[], T]], Awaitable[T]] = asyncio.to_thread) -> T:
     """`work()` in a thread; the memory's refusals as the server's errors, the store's failures as the tool's."""
     from ..memory import errors
 
     try:
-        return await asyncio.to_thread(work)
+        return await in_thread(work)
     except errors.InvalidMemoryData as exc:
         raise InvalidArgumentsError(context.tool_name, exc.violations) from None
     except errors.QueryRefused as exc:

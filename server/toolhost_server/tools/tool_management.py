@@ -1,7 +1,8 @@
 """PocketDev's tool-management tools: `tool_create`, `tool_update`, `tool_delete`, `tool_list`, `tool_show` and
 `tool_run`, for an agent that makes its own tools. They ask the same core as UserToolService, for the caller of
 the call, so they need the same right (admin or `manage_tools`); `tool_run` runs a user tool through the call
-pipeline, with the caller's own right to call it, as CallTool would."""
+pipeline, with the caller's own right to call it, as CallTool would. A server that serves no user tools (they
+would run as its own user: user_tools/identity.py) does not serve tool_create, tool_update and tool_run either."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ _FIELDS = (
     Parameter("timeout_seconds", "number", "The longest a call may run (0: the server's default).",
               schema={"minimum": 0}),
     Parameter("tags", "array", "Labels for filtering.", schema={"items": {"type": "string"}}),
-    Parameter("credentials", "array", "Credentials the script gets as TOOLHOST_CRED_*: only those your role may "
+    Parameter("credentials", "array", "Credentials the script gets as TOOL_CRED_*: only those your role may "
               "grant.", schema={"items": {"type": "string"}}),
 )
 _FIELD_NAMES = tuple(p.name for p in _FIELDS)
@@ -48,8 +49,8 @@ _TIME = {"type": "string", "description": "ISO 8601."}
 _SUMMARY_PROPERTIES: dict[str, Any] = {
     "slug": {"type": "string"}, "name": {"type": "string"}, "description": {"type": "string"},
     "category": {"type": "string"}, "enabled": {"type": "boolean"}, "version": {"type": "integer"},
-    "shadowed_by": {"type": "string", "description": "The tool that took the name, when the user tool is not "
-                    "served because of it."},
+    "shadowed_by": {"type": "string", "description": "The source (catalog, builtin) of the tool that took the "
+                    "name, when the user tool is not served because of it."},
 }
 _TOOL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -78,7 +79,7 @@ def _whole(record: UserToolRecord) -> dict[str, Any]:
 
 def _state(record: UserToolRecord) -> str:
     if record.shadowed_by:
-        return f"not served: {record.shadowed_by} has its name"
+        return f"not served: a {record.shadowed_by} tool has its name"
     return "enabled" if record.enabled else "disabled"
 
 
@@ -128,7 +129,15 @@ class _ManagementTool(Tool):
                 f"id {context.call_id})", "STORE_UNAVAILABLE") from None
 
 
-class ToolCreate(_ManagementTool):
+class _ServingTool(_ManagementTool):
+    """A tool that serves or runs a user tool: left out where user tools are not served."""
+
+    @classmethod
+    def unserved_because(cls, services: ToolServices) -> str:
+        return services.user_tools_refusal or super().unserved_because(services)
+
+
+class ToolCreate(_ServingTool):
     name = "tool_create"
     display_name = "Tool Create"
     description = (
@@ -158,7 +167,7 @@ class ToolCreate(_ManagementTool):
                           structured=_whole(created))
 
 
-class ToolUpdate(_ManagementTool):
+class ToolUpdate(_ServingTool):
     name = "tool_update"
     display_name = "Tool Update"
     description = (
@@ -250,7 +259,7 @@ class ToolShow(_ManagementTool):
         return ToolOutput(text=text, structured=_whole(record))
 
 
-class ToolRun(_ManagementTool):
+class ToolRun(_ServingTool):
     name = "tool_run"
     display_name = "Tool Run"
     description = (

@@ -2,7 +2,8 @@
 must not be enabled together (`incompatible`), and the in-memory map of the tools equivalent to a provider's own.
 
 A pair is unordered and stored once, the smaller name (in code-point order) as tool_a; rows written in the other
-order (by hand, or by an older seed) are read as the same pair. `native:Name` is a CLI provider's own tool.
+order (by hand, or by an older seed) are read as the same pair. `native:Name` is a CLI provider's own tool. The
+table holds at most MAX_CONFLICTS pairs, and is listed a page at a time by the database (keyset on the pair).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from types import MappingProxyType
 from typing import Any
 
 from opentelemetry import trace
-from sqlalchemy import Connection, and_, delete, insert, or_, select
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select
+from sqlalchemy import text as sql_text
 
 from ..audit import AuditRecord, AuditTrail
 from ..auth import Caller
 from ..catalog.definition import NAME_PATTERN
 from ..errors import (
+    FailedPreconditionError,
     InvalidPageTokenError,
     InvalidRequestError,
     PermissionDeniedError,
@@ -42,6 +45,7 @@ from ..store.errors import StoreError
 from ..store.schema import SEED_ROWS, tool_conflicts
 from ..telemetry import trace_id_of
 from .records import ConflictRecord
+from .table import ADMISSION_LOCK_ID
 
 logger = logging.getLogger("toolhost.conflicts")
 
@@ -49,6 +53,8 @@ CONFLICT_TYPES = ("equivalent", "incompatible")
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 MAX_HINT_LENGTH = 1000
+# Enough for every pair of a thousand tools' neighbours; a bound, so that the table cannot fill the store.
+MAX_CONFLICTS = 10_000
 # A provider's own tool: `native:` and a name as the provider spells it ("native:Bash"); the column holds 128.
 _NATIVE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,120}")
 # How old the cached map may get before a ListTools asks for a fresh read: another replica's change reaches
@@ -135,13 +141,10 @@ class ToolConflicts:
                                       f"of {DEFAULT_PAGE_SIZE}")
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         after = _decode_token(page_token) if page_token else None
-        # Sorted here, not by the database: PostgreSQL's collation and SQLite's differ, the page order must not.
-        records = sorted(await asyncio.to_thread(self._read_all), key=_pair_of)
-        start = 0 if after is None else next(
-            (i for i, record in enumerate(records) if _pair_of(record) > after), len(records))
-        page = records[start:start + size]
-        more = start + size < len(records)
-        return page, _encode_token(_pair_of(page[-1])) if more and page else ""
+        records = await asyncio.to_thread(self._read_page, after, size + 1)
+        more = len(records) > size
+        page = records[:size]
+        return page, _encode_token(_pair_of(page[-1])) if more else ""
 
     async def set(self, caller: Caller, conflict: ConflictRecord) -> ConflictRecord:
         """Add the conflict, or replace the one its pair has (in either order); the stored record."""
@@ -203,8 +206,22 @@ class ToolConflicts:
     # --- blocking, in a thread ------------------------------------------------------------------------------
 
     def _read_all(self) -> builtins.list[ConflictRecord]:
+        """The pairs the natives map is made of: `equivalent` ones with a provider's own tool."""
+        c = tool_conflicts.c
         with self.store.begin() as connection:
-            return [_record(row) for row in connection.execute(select(tool_conflicts))]
+            return [_record(row) for row in connection.execute(select(tool_conflicts).where(
+                c.type == "equivalent", or_(c.tool_a.startswith(NATIVE_PREFIX, autoescape=True),
+                                            c.tool_b.startswith(NATIVE_PREFIX, autoescape=True))))]
+
+    def _read_page(self, after: Pair | None, limit: int) -> builtins.list[ConflictRecord]:
+        """Up to `limit` pairs after `after` in code-point order of (smaller name, larger name)."""
+        with self.store.begin() as connection:
+            first, second = _ordered_pair(connection)
+            query = select(tool_conflicts)
+            if after is not None:
+                query = query.where(or_(first > after[0], and_(first == after[0], second > after[1])))
+            rows = connection.execute(query.order_by(first, second).limit(limit))
+            return [_record(row) for row in rows]
 
     def _read_of(self, name: str, kind: str) -> builtins.list[ConflictRecord]:
         with self.store.begin() as connection:
@@ -215,7 +232,17 @@ class ToolConflicts:
     def _write(self, record: ConflictRecord) -> None:
         now = datetime.now(UTC)
         with self.store.begin() as connection:
+            if connection.dialect.name == "postgresql":
+                # The lock the admission of enabled user tools takes: the count below, and those checks, see every
+                # pair set before them (SQLite's write transactions take turns already).
+                connection.execute(sql_text("SELECT pg_advisory_xact_lock(:id)"), {"id": ADMISSION_LOCK_ID})
             existing = _rows_of(connection, (record.tool_a, record.tool_b))
+            if not existing:
+                count = connection.execute(select(func.count()).select_from(tool_conflicts)).scalar_one()
+                if count >= MAX_CONFLICTS:
+                    raise FailedPreconditionError(
+                        f"the conflicts table holds {count} pairs, the most it keeps ({MAX_CONFLICTS}); delete the "
+                        "pairs no longer needed (DeleteToolConflict) first")
             # The first time the pair was set survives a replacement, whichever order it was stored in.
             created_at = min((row.created_at for row in existing), default=now)
             if existing:
@@ -290,6 +317,17 @@ def _pair_clause(pair: Pair) -> Any:
     first, second = pair
     c = tool_conflicts.c
     return or_(and_(c.tool_a == first, c.tool_b == second), and_(c.tool_a == second, c.tool_b == first))
+
+
+def _ordered_pair(connection: Connection) -> tuple[Any, Any]:
+    """The row's pair in canonical order as SQL expressions, compared in code-point order on both databases
+    (SQLite's default collation is; PostgreSQL's "C" collation is, whatever the database's own)."""
+    c = tool_conflicts.c
+    if connection.dialect.name == "postgresql":
+        tool_a, tool_b = c.tool_a.collate("C"), c.tool_b.collate("C")
+        return func.least(tool_a, tool_b), func.greatest(tool_a, tool_b)
+    # SQLite's min() and max() of two arguments are scalar functions, not aggregates.
+    return func.min(c.tool_a, c.tool_b), func.max(c.tool_a, c.tool_b)
 
 
 def _rows_of(connection: Connection, pair: Pair) -> list[Any]:

@@ -3,7 +3,8 @@
 On PostgreSQL a thread LISTENs on the channel every change NOTIFYs (table.CHANGES_CHANNEL) and wakes the
 refresh at once; after each (re)connection it refreshes too, for what changed while it was not listening.
 While it cannot listen (SQLite, or a lost connection) the tools' state is polled every POLL_SECONDS instead,
-and a refresh follows when it moved.
+and a refresh follows when it moved. A refresh that fails, whatever the reason, is logged (once per outage) and
+tried again after a back-off that doubles up to MAX_BACKOFF_SECONDS: the sync never stops following.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from .table import CHANGES_CHANNEL, UserToolTable
 logger = logging.getLogger("toolhost.user_tools")
 
 POLL_SECONDS = 2.0
+# The longest wait before trying a failed refresh again.
+MAX_BACKOFF_SECONDS = 30.0
 # Between attempts to listen again after the connection broke (the polling covers the gap).
 RECONNECT_SECONDS = 5.0
 # How often the listening thread looks up from waiting to see whether it must stop.
@@ -42,7 +45,7 @@ class UserToolSync:
         self._task: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._state: Hashable | None = None
-        self._failing = False
+        self._failures = 0  # refreshes failed in a row
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -64,21 +67,32 @@ class UserToolSync:
 
     async def _run(self) -> None:
         while True:
-            timeout = None if self._listening else POLL_SECONDS
+            if self._failures:
+                timeout: float | None = min(POLL_SECONDS * 2 ** (self._failures - 1), MAX_BACKOFF_SECONDS)
+            else:
+                timeout = None if self._listening else POLL_SECONDS
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
             notified = self._wake.is_set()
             self._wake.clear()
-            try:
-                if notified or await self._state_moved():
-                    await self._serving.refresh()
-                if self._failing:
-                    logger.info("user tools: the store is readable again")
-                self._failing = False
-            except StoreError as exc:
-                if not self._failing:  # once per outage, not at every poll
+            await self._follow(notified)
+
+    async def _follow(self, notified: bool) -> None:
+        """One step: refresh when told to, when the state moved, or when the last refresh failed."""
+        try:
+            if notified or self._failures or await self._state_moved():
+                await self._serving.refresh()
+        except Exception as exc:  # anything: a task that ends here would stop following for good
+            if not self._failures:  # once per outage, not at every attempt
+                if isinstance(exc, StoreError):
                     logger.warning("user tools: cannot read the store, serving the tools read last: %s", exc)
-                self._failing = True
+                else:
+                    logger.exception("user tools: refreshing them failed, serving the tools read last")
+            self._failures += 1
+            return
+        if self._failures:
+            logger.info("user tools: refreshing them works again")
+        self._failures = 0
 
     async def _state_moved(self) -> bool:
         state = await asyncio.to_thread(self._table.state)

@@ -19,8 +19,9 @@ MUTABLE_FIELDS = ("name", "description", "category", "system_prompt", "input_sch
 @dataclass(frozen=True, slots=True)
 class UserToolRecord:
     """A user tool as stored. `version` is its latest version; `shadowed_by` is set (by the server, not the
-    store) when a built-in or catalog tool of the same name is served instead, and says which.
-    `timeout_seconds` None means the server's default."""
+    store) when a built-in or catalog tool of the same name is served instead, and names its source ("catalog",
+    "builtin"), never its file: the caller may not see that tool. `timeout_seconds` None means the server's
+    default."""
 
     slug: str
     name: str
@@ -40,9 +41,22 @@ class UserToolRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class VersionDetails:
+    """The rest of a tool's editable record at one version, besides its script, system prompt and schema."""
+
+    name: str
+    description: str
+    category: str
+    timeout_seconds: float | None
+    tags: tuple[str, ...]
+    credentials: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UserToolVersionRecord:
-    """One stored version: what its script, system prompt and schema were, who made it and how ("create",
-    "update", "restore of version N")."""
+    """One stored version: the tool's editable record at that version, who made it and how ("create",
+    "update", "restore of version N"). `details` is None for a version stored before schema version 7, which
+    kept only the script, the system prompt and the schema."""
 
     slug: str
     version: int
@@ -52,6 +66,7 @@ class UserToolVersionRecord:
     changed_by: str
     created_at: datetime
     change: str
+    details: VersionDetails | None = None
 
 
 @dataclass(frozen=True, slots=True)

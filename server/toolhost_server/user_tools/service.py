@@ -1,6 +1,7 @@
 """UserTools: what every surface (the gRPC service, the tool-management tools, the CLI through them) asks of the
 user tools. Each method checks the caller's right itself, stores the change, serves it before returning, and
-audits it.
+audits it. Once a change is stored it is the answer: a failure to serve it here is logged, and the next sync
+(propagation.py) serves it.
 
     tools = toolhost.user_tools
     await tools.create(caller, UserToolRecord(slug="disk_usage", description="...", script="du -sh .", ...))
@@ -17,10 +18,10 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry import trace
 
@@ -39,6 +40,7 @@ from ..pipeline import new_call_id
 from ..registry import Registry
 from ..runners import RunnerConfigError
 from ..telemetry import trace_id_of
+from .admission import ConflictAdmission
 from .records import DEFAULT_CATEGORY, MUTABLE_FIELDS, ConflictRecord, UserToolRecord, UserToolVersionRecord
 from .serving import UserToolServing
 from .table import UserToolTable, taken_name_error
@@ -47,19 +49,13 @@ from .validation import check_record, check_slug
 logger = logging.getLogger("toolhost.user_tools")
 
 
-class ConflictChecks(Protocol):
-    """What enabling a tool asks of the conflicts table (conflicts.ToolConflicts provides it)."""
-
-    async def incompatible_with(self, name: str, served: Collection[str]) -> list[ConflictRecord]: ...
-
-    async def equivalent_to(self, name: str, served: Collection[str]) -> list[ConflictRecord]: ...
-
-
 class UserTools:
     """Creates, reads, changes and removes user tools for callers with the admin role or `manage_tools`.
 
-    `conflicts`, when set, is asked before a tool is enabled: an `incompatible` pair with a served tool is
-    refused (FailedPreconditionError), `equivalent` ones are returned.
+    Creating or enabling a tool checks the tool conflicts (admission.py): an `incompatible` pair with an enabled
+    tool is refused (FailedPreconditionError), `equivalent` ones are returned by set_enabled. On a server whose
+    user tools would run as its own user (serving.refusal), what would serve a tool (create, update, restore,
+    enable) is FailedPreconditionError saying why; reading, disabling and deleting still work.
     """
 
     def __init__(self, table: UserToolTable, serving: UserToolServing, loader: ToolLoader, registry: Registry,
@@ -69,18 +65,18 @@ class UserTools:
         self._loader = loader
         self._registry = registry
         self._audit = audit
-        self.conflicts: ConflictChecks | None = None
 
     async def create(self, caller: Caller, tool: UserToolRecord) -> UserToolRecord:
         """Store `tool` as version 1, enabled, and serve it. Its version, times and `enabled` are ignored."""
         with self._audited(caller, "CREATE", tool.slug, ()):
+            self._require_serving("CreateUserTool")
             check_slug(tool.slug)
             if tool.slug in self.serving.taken_names():
                 raise taken_name_error(tool.slug)
             tool = _normalized(dataclasses.replace(tool, enabled=True))
             self._check(caller, tool)
-            created = await asyncio.to_thread(self.table.create, tool, caller.name)
-            await self.serving.refresh()
+            created = await asyncio.to_thread(self.table.create, tool, caller.name, self._admission(caller, "create"))
+            await self._serve(created.slug)
             return self._with_shadow(created)
 
     async def get(self, caller: Caller, slug: str) -> UserToolRecord:
@@ -92,15 +88,14 @@ class UserTools:
         _require_right(caller, "ListUserTools")
         size = _page_size(page_size)
         after = str(_decode_token(page_token, "user_tools", str)) if page_token else ""
-        records = await asyncio.to_thread(self.table.page, after, size + 1)
-        more = len(records) > size
-        records = records[:size]
-        token = _encode_token("user_tools", records[-1].slug) if more else ""
+        records, next_after = await asyncio.to_thread(self.table.page, after, size)
+        token = _encode_token("user_tools", next_after) if next_after else ""
         return [self._with_shadow(record) for record in records], token
 
     async def update(self, caller: Caller, slug: str, changes: Mapping[str, Any]) -> UserToolRecord:
         """Change the fields `changes` names (MUTABLE_FIELDS) and store the result as the next version."""
         with self._audited(caller, "UPDATE", slug, tuple(f for f in MUTABLE_FIELDS if f in changes)):
+            self._require_serving("UpdateUserTool")
             unknown = sorted(set(changes) - set(MUTABLE_FIELDS))
             if unknown:
                 raise InvalidRequestError(f"cannot update {', '.join(unknown)}; the fields that change are "
@@ -118,7 +113,7 @@ class UserTools:
                 return after
 
             _, after = await asyncio.to_thread(self.table.change, slug, apply, caller.name, "update")
-            await self.serving.refresh()
+            await self._serve(slug)
             return self._with_shadow(after)
 
     async def delete(self, caller: Caller, slug: str) -> UserToolRecord:
@@ -126,7 +121,7 @@ class UserTools:
         with self._audited(caller, "DELETE", slug, ()):
             _require_right(caller, "DeleteUserTool")
             deleted = await asyncio.to_thread(self.table.delete, slug)
-            await self.serving.refresh()
+            await self._serve(slug)
             return dataclasses.replace(deleted, shadowed_by="")
 
     async def versions(self, caller: Caller, slug: str, page_size: int,
@@ -141,44 +136,72 @@ class UserTools:
         return records, _encode_token(slug, records[-1].version) if more else ""
 
     async def restore(self, caller: Caller, slug: str, version: int) -> UserToolRecord:
-        """Store a new version whose script, system prompt and schema are those of `version`, and serve it."""
+        """Store a new version whose editable record is that of `version`, and serve it. A version stored before
+        schema version 7 kept only its script, system prompt and schema: the other fields stay as they are."""
         with self._audited(caller, "RESTORE", slug, ()):
             _require_right(caller, "RestoreUserToolVersion")
+            self._require_serving("RestoreUserToolVersion")
             old = await asyncio.to_thread(self.table.version, slug, version)
 
             def apply(before: UserToolRecord) -> UserToolRecord:
                 after = dataclasses.replace(before, script=old.script, system_prompt=old.system_prompt,
                                             input_schema=old.input_schema)
+                if old.details is not None:
+                    details = old.details
+                    after = dataclasses.replace(
+                        after, name=details.name, description=details.description, category=details.category,
+                        timeout_seconds=details.timeout_seconds, tags=details.tags, credentials=details.credentials)
+                # The caller's own grants decide, not those of whoever made that version.
                 self._check(caller, after)
                 return after
 
             _, after = await asyncio.to_thread(self.table.change, slug, apply, caller.name,
                                                f"restore of version {version}")
-            await self.serving.refresh()
+            await self._serve(slug)
             return self._with_shadow(after)
 
     async def set_enabled(self, caller: Caller, slug: str,
                           enabled: bool) -> tuple[UserToolRecord, builtins.list[ConflictRecord]]:
-        """Serve the tool or stop serving it (its version stays). Enabling it beside a served tool it is
-        `incompatible` with is FailedPreconditionError; the `equivalent` served tools are returned."""
+        """Serve the tool or stop serving it (its version stays). Enabling it beside an enabled tool it is
+        `incompatible` with is FailedPreconditionError; the `equivalent` enabled tools the caller may see are
+        returned."""
         with self._audited(caller, "ENABLE" if enabled else "DISABLE", slug, ()):
             _require_right(caller, "SetUserToolEnabled")
-            served = [name for name in self._registry.snapshot.names if name != slug]
-            if enabled and self.conflicts is not None:
-                for conflict in await self.conflicts.incompatible_with(slug, served):
-                    other = conflict.tool_b if conflict.tool_a == slug else conflict.tool_a
-                    hint = f": {conflict.resolution_hint}" if conflict.resolution_hint else ""
-                    raise FailedPreconditionError(
-                        f"user tool {slug!r} is incompatible with {other!r}, which is enabled{hint}; disable "
-                        f"{other!r} first")
+            admission = None
+            if enabled:
+                self._require_serving("SetUserToolEnabled (enabled: true)")
+                admission = self._admission(caller, "enable")
             _, after = await asyncio.to_thread(
                 self.table.change, slug, lambda before: dataclasses.replace(before, enabled=enabled), caller.name,
-                "enable" if enabled else "disable", new_version=False)
-            await self.serving.refresh()
-            equivalents: builtins.list[ConflictRecord] = []
-            if enabled and self.conflicts is not None:
-                equivalents = await self.conflicts.equivalent_to(slug, served)
+                "enable" if enabled else "disable", new_version=False, admit=admission)
+            await self._serve(slug)
+            equivalents = admission.equivalents if admission is not None else []
             return self._with_shadow(after), equivalents
+
+    def _require_serving(self, action: str) -> None:
+        """FailedPreconditionError when this server serves no user tools: a change that would serve one is
+        refused rather than stored to no effect."""
+        if self.serving.refusal:
+            raise FailedPreconditionError(f"{action} is refused: {self.serving.refusal}")
+
+    def _admission(self, caller: Caller, verb: str) -> ConflictAdmission:
+        """The conflict check of one create or enable, with what the caller may see of the served tools."""
+        tools = self._registry.snapshot.tools()
+
+        def may_see(name: str) -> bool:
+            registered = tools.get(name)
+            return registered is not None and caller.permissions.may_see(registered.spec)
+
+        return ConflictAdmission(self.serving.served_elsewhere(), may_see, verb)
+
+    async def _serve(self, slug: str) -> None:
+        """Serve what is stored now. The change is committed whatever happens here: a failure is logged, and the
+        sync that follows the store (propagation.py) serves it once it can."""
+        try:
+            await self.serving.refresh()
+        except Exception:
+            logger.exception("user tool %r: the change is stored, but serving it failed here; the next sync of the "
+                             "user tools serves it", slug)
 
     def _check(self, caller: Caller, tool: UserToolRecord) -> None:
         """InvalidRequestError unless `tool` can be served, with credentials only the caller may grant."""

@@ -7,17 +7,28 @@ nothing but whether the server is up.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route, WebSocketRoute
 
+from ..auth.rights import Right
+from ..introspection.surface import HttpRoute
 from ..telemetry.metrics import CONTENT_TYPE, ToolhostMetrics
 from .metrics_token import MetricsToken
 
 _CHALLENGE = 'Bearer realm="toolhost metrics"'
+_RIGHT_ATTRIBUTE = "required_right"
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+
+
+def _requires(right: Right, endpoint: Endpoint) -> Endpoint:
+    """Declare on the endpoint the right it checks, where route_inspector reads it (http_routes)."""
+    setattr(endpoint, _RIGHT_ATTRIBUTE, right)
+    return endpoint
 
 
 def create_http_app(metrics: ToolhostMetrics, ready: Callable[[], bool],
@@ -46,8 +57,32 @@ def create_http_app(metrics: ToolhostMetrics, ready: Callable[[], bool],
             return PlainTextResponse("ready\n")
         return PlainTextResponse("not ready\n", status_code=503)
 
+    metrics_right = Right.NONE if metrics_token is None else Right.METRICS_TOKEN
     return Starlette(routes=[
-        Route("/metrics", serve_metrics, methods=["GET"]),
-        Route("/healthz", live, methods=["GET"]),
-        Route("/readyz", readiness, methods=["GET"]),
+        Route("/metrics", _requires(metrics_right, serve_metrics), methods=["GET"]),
+        Route("/healthz", _requires(Right.NONE, live), methods=["GET"]),
+        Route("/readyz", _requires(Right.NONE, readiness), methods=["GET"]),
     ])
+
+
+def http_routes(app: Starlette) -> list[HttpRoute]:
+    """The route table of `app`, mounts walked, each route with the right its endpoint declares ("unknown" for
+    one that declares none)."""
+    return list(_walk(app.routes, ""))
+
+
+def _walk(routes: Iterable[BaseRoute], prefix: str) -> Iterable[HttpRoute]:
+    for route in routes:
+        if isinstance(route, Mount):
+            yield from _walk(route.routes, prefix + route.path)
+        elif isinstance(route, Route):
+            yield HttpRoute(prefix + route.path, tuple(sorted(route.methods or ())), _declared(route.endpoint))
+        elif isinstance(route, WebSocketRoute):
+            yield HttpRoute(prefix + route.path, ("WEBSOCKET",), _declared(route.endpoint))
+        else:
+            yield HttpRoute(prefix + str(getattr(route, "path", "")), (), "unknown")
+
+
+def _declared(endpoint: object) -> str:
+    right = getattr(endpoint, _RIGHT_ATTRIBUTE, None)
+    return right.value if isinstance(right, Right) else "unknown"

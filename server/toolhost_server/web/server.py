@@ -13,8 +13,9 @@ import uvicorn
 from starlette.applications import Starlette
 
 from ..config import Config
+from ..introspection.surface import ServingSurface
 from ..telemetry.metrics import ToolhostMetrics
-from .app import create_http_app
+from .app import create_http_app, http_routes
 from .metrics_token import load_metrics_token
 from .tls import ReloadingServerContext, http_server_context
 
@@ -29,14 +30,17 @@ class _EmbeddedServer(uvicorn.Server):
 
 class HttpServer:
     """Binds `address` ("host:port"; port 0 picks one) at `start()`, which returns the bound port; serves
-    HTTPS with `tls`."""
+    HTTPS with `tls`. With `surface`, records there the app's routes now and the bound address at start."""
 
     def __init__(self, app: Starlette, address: str, tls: ReloadingServerContext | None = None,
-                 metrics_token: bool = False) -> None:
+                 metrics_token: bool = False, surface: ServingSurface | None = None) -> None:
         self._app = app
         self._address = address
         self.tls = tls
         self._metrics_token = metrics_token
+        self._surface = surface
+        if surface is not None:
+            surface.set_http_routes(http_routes(app))
         self._server: _EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
         self.port = 0
@@ -68,6 +72,8 @@ class HttpServer:
             sock.close()
             raise OSError(f"cannot listen on {self._address} ({exc.strerror or exc}); change http_address") from exc
         self.port = int(sock.getsockname()[1])
+        if self._surface is not None:
+            self._surface.add_address("http", f"{self._address.rpartition(':')[0]}:{self.port}", self.tls is not None)
         # No access log (every scrape would be a line) and no logging configuration of its own (the server's
         # redacting handlers apply). The socket listens already: requests wait in its backlog until uvicorn runs.
         config = uvicorn.Config(self._app, log_config=None, access_log=False, lifespan="off")
@@ -87,10 +93,11 @@ class HttpServer:
             await self._task
 
 
-def create_http_server(config: Config, metrics: ToolhostMetrics, ready: Callable[[], bool]) -> HttpServer:
+def create_http_server(config: Config, metrics: ToolhostMetrics, ready: Callable[[], bool],
+                       surface: ServingSurface | None = None) -> HttpServer:
     """The HTTP listener of `config.http_address`: TLS when the server has a certificate (client certificates
-    required with tls_client_ca_file), /metrics behind metrics_token_file when set. OSError naming the setting
-    when a file cannot be used."""
+    required with tls_client_ca_file), /metrics behind metrics_token_file when set; recorded on `surface` when
+    given. OSError naming the setting when a file cannot be used."""
     token = load_metrics_token(config.metrics_token_file)
     return HttpServer(create_http_app(metrics, ready, token), config.http_address, http_server_context(config),
-                      metrics_token=token is not None)
+                      metrics_token=token is not None, surface=surface)

@@ -5,7 +5,8 @@
      ├── NotFoundError               NOT_FOUND: no tool by that name; the message suggests close names
      ├── DeadlineExceededError       DEADLINE_EXCEEDED: the call's deadline (the client's timeout) passed
      ├── ResourceExhaustedError      RESOURCE_EXHAUSTED: the server is at capacity; retry after .retry_delay
-     ├── UnavailableError            UNAVAILABLE: the server cannot be reached, or is shutting down
+     ├── UnavailableError            UNAVAILABLE: the server cannot be reached, is shutting down, or its
+     │                               database is down (.reason STORE_UNAVAILABLE)
      ├── PermissionDeniedError       PERMISSION_DENIED
      ├── UnauthenticatedError        UNAUTHENTICATED
      ├── FailedPreconditionError     FAILED_PRECONDITION: for example a forwarding loop between toolhosts
@@ -69,6 +70,8 @@ class ErrorReason(str, enum.Enum):  # noqa: UP042 - StrEnum needs Python 3.11; t
     ALREADY_EXISTS = "ALREADY_EXISTS"
     RESOURCE_NOT_FOUND = "RESOURCE_NOT_FOUND"
     FAILED_PRECONDITION = "FAILED_PRECONDITION"
+    STORE_UNAVAILABLE = "STORE_UNAVAILABLE"
+    STORE_OUTCOME_UNKNOWN = "STORE_OUTCOME_UNKNOWN"
 
     def __str__(self) -> str:
         return self.value
@@ -129,7 +132,8 @@ class ResourceExhaustedError(ToolhostError):
 
 
 class UnavailableError(ToolhostError):
-    """UNAVAILABLE: the server cannot be reached, or it is shutting down (reason SHUTTING_DOWN)."""
+    """UNAVAILABLE: the server cannot be reached, it is shutting down (reason SHUTTING_DOWN), or its database
+    cannot be used now (STORE_UNAVAILABLE: retry later; STORE_OUTCOME_UNKNOWN: read back before retrying)."""
 
 
 class PermissionDeniedError(ToolhostError):

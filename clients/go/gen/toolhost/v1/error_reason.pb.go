@@ -69,6 +69,14 @@ const (
 	// The request is valid but the server's state refuses it now: enabling a tool incompatible with an enabled
 	// one (FAILED_PRECONDITION). The message says what to change first.
 	ErrorReason_ERROR_REASON_FAILED_PRECONDITION ErrorReason = 14
+	// The server's database (its store: user tools, conflicts, memory) cannot be used now: it is down, out of
+	// reach, full or locked (UNAVAILABLE). Nothing was changed; retry later. The server's log has the detail under
+	// the incident id the message quotes.
+	ErrorReason_ERROR_REASON_STORE_UNAVAILABLE ErrorReason = 15
+	// The connection to the server's database broke while a change was committed, so whether it was kept is
+	// unknown (UNAVAILABLE). Read the thing back (GetUserTool, ListToolConflicts, ...) before retrying: a retry of
+	// a change that was kept may be refused (ALREADY_EXISTS) or make it twice.
+	ErrorReason_ERROR_REASON_STORE_OUTCOME_UNKNOWN ErrorReason = 16
 )
 
 // Enum value maps for ErrorReason.
@@ -89,23 +97,27 @@ var (
 		12: "ERROR_REASON_ALREADY_EXISTS",
 		13: "ERROR_REASON_RESOURCE_NOT_FOUND",
 		14: "ERROR_REASON_FAILED_PRECONDITION",
+		15: "ERROR_REASON_STORE_UNAVAILABLE",
+		16: "ERROR_REASON_STORE_OUTCOME_UNKNOWN",
 	}
 	ErrorReason_value = map[string]int32{
-		"ERROR_REASON_UNSPECIFIED":         0,
-		"ERROR_REASON_TOOL_NOT_FOUND":      1,
-		"ERROR_REASON_INVALID_ARGUMENTS":   2,
-		"ERROR_REASON_INVALID_REQUEST":     3,
-		"ERROR_REASON_INVALID_PAGE_TOKEN":  4,
-		"ERROR_REASON_OVER_CAPACITY":       5,
-		"ERROR_REASON_DEADLINE_EXCEEDED":   6,
-		"ERROR_REASON_HOP_LIMIT_EXCEEDED":  7,
-		"ERROR_REASON_SHUTTING_DOWN":       8,
-		"ERROR_REASON_UNAUTHENTICATED":     9,
-		"ERROR_REASON_PERMISSION_DENIED":   10,
-		"ERROR_REASON_INTERNAL":            11,
-		"ERROR_REASON_ALREADY_EXISTS":      12,
-		"ERROR_REASON_RESOURCE_NOT_FOUND":  13,
-		"ERROR_REASON_FAILED_PRECONDITION": 14,
+		"ERROR_REASON_UNSPECIFIED":           0,
+		"ERROR_REASON_TOOL_NOT_FOUND":        1,
+		"ERROR_REASON_INVALID_ARGUMENTS":     2,
+		"ERROR_REASON_INVALID_REQUEST":       3,
+		"ERROR_REASON_INVALID_PAGE_TOKEN":    4,
+		"ERROR_REASON_OVER_CAPACITY":         5,
+		"ERROR_REASON_DEADLINE_EXCEEDED":     6,
+		"ERROR_REASON_HOP_LIMIT_EXCEEDED":    7,
+		"ERROR_REASON_SHUTTING_DOWN":         8,
+		"ERROR_REASON_UNAUTHENTICATED":       9,
+		"ERROR_REASON_PERMISSION_DENIED":     10,
+		"ERROR_REASON_INTERNAL":              11,
+		"ERROR_REASON_ALREADY_EXISTS":        12,
+		"ERROR_REASON_RESOURCE_NOT_FOUND":    13,
+		"ERROR_REASON_FAILED_PRECONDITION":   14,
+		"ERROR_REASON_STORE_UNAVAILABLE":     15,
+		"ERROR_REASON_STORE_OUTCOME_UNKNOWN": 16,
 	}
 )
 
@@ -140,7 +152,7 @@ var File_toolhost_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_toolhost_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x1etoolhost/v1/error_reason.proto\x12\vtoolhost.v1*\x8d\x04\n" +
+	"\x1etoolhost/v1/error_reason.proto\x12\vtoolhost.v1*\xd9\x04\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bERROR_REASON_TOOL_NOT_FOUND\x10\x01\x12\"\n" +
@@ -157,7 +169,9 @@ const file_toolhost_v1_error_reason_proto_rawDesc = "" +
 	"\x15ERROR_REASON_INTERNAL\x10\v\x12\x1f\n" +
 	"\x1bERROR_REASON_ALREADY_EXISTS\x10\f\x12#\n" +
 	"\x1fERROR_REASON_RESOURCE_NOT_FOUND\x10\r\x12$\n" +
-	" ERROR_REASON_FAILED_PRECONDITION\x10\x0eBDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
+	" ERROR_REASON_FAILED_PRECONDITION\x10\x0e\x12\"\n" +
+	"\x1eERROR_REASON_STORE_UNAVAILABLE\x10\x0f\x12&\n" +
+	"\"ERROR_REASON_STORE_OUTCOME_UNKNOWN\x10\x10BDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
 
 var (
 	file_toolhost_v1_error_reason_proto_rawDescOnce sync.Once

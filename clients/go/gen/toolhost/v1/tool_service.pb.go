@@ -1422,7 +1422,7 @@ type GetInstructionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The block to put in the agent's system prompt.
 	Markdown string `protobuf:"bytes,1,opt,name=markdown,proto3" json:"markdown,omitempty"`
-	// The tools the block describes, sorted by name.
+	// The tools the block describes, in full or by name only, sorted by name.
 	ToolNames     []string `protobuf:"bytes,2,rep,name=tool_names,json=toolNames,proto3" json:"tool_names,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

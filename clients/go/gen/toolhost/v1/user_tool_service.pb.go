@@ -105,8 +105,8 @@ type UserTool struct {
 	TimeoutSeconds float64 `protobuf:"fixed64,9,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
 	// Free-form labels for filtering, as a catalog tool's.
 	Tags []string `protobuf:"bytes,10,rep,name=tags,proto3" json:"tags,omitempty"`
-	// Names of the credentials the script gets in its environment (TOOLHOST_CRED_...): only those the creator's
-	// roles may grant.
+	// Names of the credentials the script gets in its environment, each key of credential NAME as the variable
+	// TOOL_CRED_<NAME>_<KEY> (upper case): only those the creator's roles may grant.
 	Credentials []string `protobuf:"bytes,11,rep,name=credentials,proto3" json:"credentials,omitempty"`
 	// The current version: 1 at creation, one more at each change.
 	Version int64 `protobuf:"varint,12,opt,name=version,proto3" json:"version,omitempty"`
@@ -115,7 +115,8 @@ type UserTool struct {
 	// When the tool last changed.
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// Output only. Set when a catalog or built-in tool of the same name won the name after the user tool was made
-	// (a reload brought it): the user tool is then not served, and this says by what.
+	// (a reload brought it): the user tool is then not served, and this names that tool's source ("catalog" or
+	// "builtin"), never its file.
 	ShadowedBy    string `protobuf:"bytes,15,opt,name=shadowed_by,json=shadowedBy,proto3" json:"shadowed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -256,7 +257,8 @@ func (x *UserTool) GetShadowedBy() string {
 	return ""
 }
 
-// One stored version of a user tool.
+// One stored version of a user tool: its script, system prompt and schema are here; the server keeps the rest
+// of its editable fields too, which RestoreUserToolVersion brings back.
 type UserToolVersion struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The tool's slug.
@@ -736,10 +738,12 @@ func (x *ListUserToolsResponse) GetNextPageToken() string {
 // The change of an UpdateUserTool call.
 type UpdateUserToolRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The tool with its slug and the new values of the fields the mask names.
+	// The tool with its slug and the new values of the fields to change (see update_mask).
 	UserTool *UserTool `protobuf:"bytes,1,opt,name=user_tool,json=userTool,proto3" json:"user_tool,omitempty"`
 	// The fields to change (name, description, category, system_prompt, input_schema, script, timeout_seconds,
-	// tags, credentials); empty means all of them. `enabled` changes through SetUserToolEnabled.
+	// tags, credentials). Empty means the fields `user_tool` populates, those set to other than their default
+	// (AIP-134): a field is cleared (an empty string, 0, no tags) only by naming it. `*` means all of them, each
+	// taking the request's value, empty or not. `enabled` changes through SetUserToolEnabled.
 	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -48,33 +48,48 @@ const (
 // its PostgreSQL database soon after (LISTEN/NOTIFY, with polling as the fallback).
 //
 // Rights: every RPC of this service needs the admin role or a role with the `manage_tools` right in the auth
-// file (PERMISSION_DENIED otherwise), and every change is audited. `manage_tools` is code execution as the
-// process user: a user tool runs any bash its creator writes.
+// file: PERMISSION_DENIED otherwise, before anything else of the request is looked at (a malformed request from
+// such a caller is PERMISSION_DENIED too). Every change is audited, and so is every refused one. `manage_tools`
+// is code execution as the process user: a user tool runs any bash its creator writes.
+//
+// A server whose database cannot be used answers UNAVAILABLE with reason STORE_UNAVAILABLE (retry later), or
+// STORE_OUTCOME_UNKNOWN when the commit of a change was cut off (read it back before retrying).
 type UserToolServiceClient interface {
 	// CreateUserTool stores a new user tool and its version 1, and serves it. A slug that is taken by a built-in,
 	// catalog or user tool (visible to the caller or not) is ALREADY_EXISTS, with the same message for each; an
 	// input schema that is no valid JSON Schema, a slug not of the form `^[a-z][a-z0-9_]{0,63}$`, or a credential
-	// the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT.
+	// the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT. A tool
+	// `incompatible` with an enabled tool (as for SetUserToolEnabled), one past the 1000 user tools a server keeps,
+	// or any tool on a server whose user tools would run as its own user (it serves none unless its operator sets
+	// `process_user` to an unprivileged user on a root server, or `user_tools_as_server_user`) is FAILED_PRECONDITION.
 	CreateUserTool(ctx context.Context, in *CreateUserToolRequest, opts ...grpc.CallOption) (*CreateUserToolResponse, error)
 	// GetUserTool returns one user tool by slug, with its script and its state. NOT_FOUND when there is none.
 	GetUserTool(ctx context.Context, in *GetUserToolRequest, opts ...grpc.CallOption) (*GetUserToolResponse, error)
 	// ListUserTools returns the user tools sorted by slug, one page at a time (AIP-158: `page_size` 0 means 100,
-	// at most 1000; the `next_page_token` continues the same list).
+	// at most 1000; the `next_page_token` continues the same list). A page holds fewer tools than `page_size`, with
+	// a `next_page_token`, when more would not fit in half of the server's largest message (`max_message_bytes`).
 	ListUserTools(ctx context.Context, in *ListUserToolsRequest, opts ...grpc.CallOption) (*ListUserToolsResponse, error)
-	// UpdateUserTool changes the fields `update_mask` names (all of the mutable fields when it is empty) and
-	// stores the result as a new version. The slug cannot change. The next call of the tool runs the new version.
+	// UpdateUserTool changes the fields `update_mask` names and stores the result as a new version: with an empty
+	// mask, the fields the request populates (AIP-134); with `*`, every mutable field. The slug cannot change. The
+	// next call of the tool runs the new version.
 	UpdateUserTool(ctx context.Context, in *UpdateUserToolRequest, opts ...grpc.CallOption) (*UpdateUserToolResponse, error)
 	// DeleteUserTool removes a user tool and stops serving it; its versions are removed with it. NOT_FOUND when
 	// there is none.
 	DeleteUserTool(ctx context.Context, in *DeleteUserToolRequest, opts ...grpc.CallOption) (*DeleteUserToolResponse, error)
-	// ListUserToolVersions returns a user tool's versions, newest first, one page at a time.
+	// ListUserToolVersions returns a user tool's versions, newest first, one page at a time. Only the last 100
+	// versions of a tool are kept: each change removes the oldest beyond them.
 	ListUserToolVersions(ctx context.Context, in *ListUserToolVersionsRequest, opts ...grpc.CallOption) (*ListUserToolVersionsResponse, error)
-	// RestoreUserToolVersion makes a new version equal to an old one (its script, system prompt and schema) and
-	// serves it. NOT_FOUND for an unknown slug or version.
+	// RestoreUserToolVersion makes a new version whose editable fields (name, description, category,
+	// system_prompt, input_schema, script, timeout_seconds, tags, credentials) are those of an old one, and serves
+	// it; a version stored by a release before schema version 7 kept only its script, system prompt and schema, and
+	// restores only those. Its credentials are checked against the caller's roles as an update's are. NOT_FOUND for
+	// an unknown slug or version, or one older than the last 100 (no longer kept).
 	RestoreUserToolVersion(ctx context.Context, in *RestoreUserToolVersionRequest, opts ...grpc.CallOption) (*RestoreUserToolVersionResponse, error)
 	// SetUserToolEnabled serves (enabled) or stops serving (disabled) a user tool without removing it. Enabling a
 	// tool that is `incompatible` with an enabled tool is FAILED_PRECONDITION naming that tool and the conflict's
-	// resolution hint; an `equivalent` one is allowed and reported in `conflicts`.
+	// resolution hint (or "a tool you cannot see", without the hint, when the caller may not see it); an
+	// `equivalent` one is allowed and reported in `conflicts`, when the caller may see it. Two enables of an
+	// incompatible pair at once, on one server or on several sharing the database, never both succeed.
 	SetUserToolEnabled(ctx context.Context, in *SetUserToolEnabledRequest, opts ...grpc.CallOption) (*SetUserToolEnabledResponse, error)
 	// ListToolConflicts returns the conflicts table, sorted by the pair's names, one page at a time. It starts
 	// with the pairs PocketDev knows: `bash`, `read`, `edit`, `glob` and `grep` equivalent to the CLI providers'
@@ -218,33 +233,48 @@ func (c *userToolServiceClient) DeleteToolConflict(ctx context.Context, in *Dele
 // its PostgreSQL database soon after (LISTEN/NOTIFY, with polling as the fallback).
 //
 // Rights: every RPC of this service needs the admin role or a role with the `manage_tools` right in the auth
-// file (PERMISSION_DENIED otherwise), and every change is audited. `manage_tools` is code execution as the
-// process user: a user tool runs any bash its creator writes.
+// file: PERMISSION_DENIED otherwise, before anything else of the request is looked at (a malformed request from
+// such a caller is PERMISSION_DENIED too). Every change is audited, and so is every refused one. `manage_tools`
+// is code execution as the process user: a user tool runs any bash its creator writes.
+//
+// A server whose database cannot be used answers UNAVAILABLE with reason STORE_UNAVAILABLE (retry later), or
+// STORE_OUTCOME_UNKNOWN when the commit of a change was cut off (read it back before retrying).
 type UserToolServiceServer interface {
 	// CreateUserTool stores a new user tool and its version 1, and serves it. A slug that is taken by a built-in,
 	// catalog or user tool (visible to the caller or not) is ALREADY_EXISTS, with the same message for each; an
 	// input schema that is no valid JSON Schema, a slug not of the form `^[a-z][a-z0-9_]{0,63}$`, or a credential
-	// the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT.
+	// the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT. A tool
+	// `incompatible` with an enabled tool (as for SetUserToolEnabled), one past the 1000 user tools a server keeps,
+	// or any tool on a server whose user tools would run as its own user (it serves none unless its operator sets
+	// `process_user` to an unprivileged user on a root server, or `user_tools_as_server_user`) is FAILED_PRECONDITION.
 	CreateUserTool(context.Context, *CreateUserToolRequest) (*CreateUserToolResponse, error)
 	// GetUserTool returns one user tool by slug, with its script and its state. NOT_FOUND when there is none.
 	GetUserTool(context.Context, *GetUserToolRequest) (*GetUserToolResponse, error)
 	// ListUserTools returns the user tools sorted by slug, one page at a time (AIP-158: `page_size` 0 means 100,
-	// at most 1000; the `next_page_token` continues the same list).
+	// at most 1000; the `next_page_token` continues the same list). A page holds fewer tools than `page_size`, with
+	// a `next_page_token`, when more would not fit in half of the server's largest message (`max_message_bytes`).
 	ListUserTools(context.Context, *ListUserToolsRequest) (*ListUserToolsResponse, error)
-	// UpdateUserTool changes the fields `update_mask` names (all of the mutable fields when it is empty) and
-	// stores the result as a new version. The slug cannot change. The next call of the tool runs the new version.
+	// UpdateUserTool changes the fields `update_mask` names and stores the result as a new version: with an empty
+	// mask, the fields the request populates (AIP-134); with `*`, every mutable field. The slug cannot change. The
+	// next call of the tool runs the new version.
 	UpdateUserTool(context.Context, *UpdateUserToolRequest) (*UpdateUserToolResponse, error)
 	// DeleteUserTool removes a user tool and stops serving it; its versions are removed with it. NOT_FOUND when
 	// there is none.
 	DeleteUserTool(context.Context, *DeleteUserToolRequest) (*DeleteUserToolResponse, error)
-	// ListUserToolVersions returns a user tool's versions, newest first, one page at a time.
+	// ListUserToolVersions returns a user tool's versions, newest first, one page at a time. Only the last 100
+	// versions of a tool are kept: each change removes the oldest beyond them.
 	ListUserToolVersions(context.Context, *ListUserToolVersionsRequest) (*ListUserToolVersionsResponse, error)
-	// RestoreUserToolVersion makes a new version equal to an old one (its script, system prompt and schema) and
-	// serves it. NOT_FOUND for an unknown slug or version.
+	// RestoreUserToolVersion makes a new version whose editable fields (name, description, category,
+	// system_prompt, input_schema, script, timeout_seconds, tags, credentials) are those of an old one, and serves
+	// it; a version stored by a release before schema version 7 kept only its script, system prompt and schema, and
+	// restores only those. Its credentials are checked against the caller's roles as an update's are. NOT_FOUND for
+	// an unknown slug or version, or one older than the last 100 (no longer kept).
 	RestoreUserToolVersion(context.Context, *RestoreUserToolVersionRequest) (*RestoreUserToolVersionResponse, error)
 	// SetUserToolEnabled serves (enabled) or stops serving (disabled) a user tool without removing it. Enabling a
 	// tool that is `incompatible` with an enabled tool is FAILED_PRECONDITION naming that tool and the conflict's
-	// resolution hint; an `equivalent` one is allowed and reported in `conflicts`.
+	// resolution hint (or "a tool you cannot see", without the hint, when the caller may not see it); an
+	// `equivalent` one is allowed and reported in `conflicts`, when the caller may see it. Two enables of an
+	// incompatible pair at once, on one server or on several sharing the database, never both succeed.
 	SetUserToolEnabled(context.Context, *SetUserToolEnabledRequest) (*SetUserToolEnabledResponse, error)
 	// ListToolConflicts returns the conflicts table, sorted by the pair's names, one page at a time. It starts
 	// with the pairs PocketDev knows: `bash`, `read`, `edit`, `glob` and `grep` equivalent to the CLI providers'

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etoolhost/v1/error_reason.proto\x12\x0btoolhost.v1*\x8d\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45RROR_REASON_TOOL_NOT_FOUND\x10\x01\x12\"\n\x1e\x45RROR_REASON_INVALID_ARGUMENTS\x10\x02\x12 \n\x1c\x45RROR_REASON_INVALID_REQUEST\x10\x03\x12#\n\x1f\x45RROR_REASON_INVALID_PAGE_TOKEN\x10\x04\x12\x1e\n\x1a\x45RROR_REASON_OVER_CAPACITY\x10\x05\x12\"\n\x1e\x45RROR_REASON_DEADLINE_EXCEEDED\x10\x06\x12#\n\x1f\x45RROR_REASON_HOP_LIMIT_EXCEEDED\x10\x07\x12\x1e\n\x1a\x45RROR_REASON_SHUTTING_DOWN\x10\x08\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\t\x12\"\n\x1e\x45RROR_REASON_PERMISSION_DENIED\x10\n\x12\x19\n\x15\x45RROR_REASON_INTERNAL\x10\x0b\x12\x1f\n\x1b\x45RROR_REASON_ALREADY_EXISTS\x10\x0c\x12#\n\x1f\x45RROR_REASON_RESOURCE_NOT_FOUND\x10\r\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x0e\x42\x44ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1etoolhost/v1/error_reason.proto\x12\x0btoolhost.v1*\xd9\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45RROR_REASON_TOOL_NOT_FOUND\x10\x01\x12\"\n\x1e\x45RROR_REASON_INVALID_ARGUMENTS\x10\x02\x12 \n\x1c\x45RROR_REASON_INVALID_REQUEST\x10\x03\x12#\n\x1f\x45RROR_REASON_INVALID_PAGE_TOKEN\x10\x04\x12\x1e\n\x1a\x45RROR_REASON_OVER_CAPACITY\x10\x05\x12\"\n\x1e\x45RROR_REASON_DEADLINE_EXCEEDED\x10\x06\x12#\n\x1f\x45RROR_REASON_HOP_LIMIT_EXCEEDED\x10\x07\x12\x1e\n\x1a\x45RROR_REASON_SHUTTING_DOWN\x10\x08\x12 \n\x1c\x45RROR_REASON_UNAUTHENTICATED\x10\t\x12\"\n\x1e\x45RROR_REASON_PERMISSION_DENIED\x10\n\x12\x19\n\x15\x45RROR_REASON_INTERNAL\x10\x0b\x12\x1f\n\x1b\x45RROR_REASON_ALREADY_EXISTS\x10\x0c\x12#\n\x1f\x45RROR_REASON_RESOURCE_NOT_FOUND\x10\r\x12$\n ERROR_REASON_FAILED_PRECONDITION\x10\x0e\x12\"\n\x1e\x45RROR_REASON_STORE_UNAVAILABLE\x10\x0f\x12&\n\"ERROR_REASON_STORE_OUTCOME_UNKNOWN\x10\x10\x42\x44ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1'
   _globals['_ERRORREASON']._serialized_start=48
-  _globals['_ERRORREASON']._serialized_end=573
+  _globals['_ERRORREASON']._serialized_end=649
 # @@protoc_insertion_point(module_scope)

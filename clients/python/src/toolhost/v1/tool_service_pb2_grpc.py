@@ -177,7 +177,9 @@ class ToolServiceServicer:
         and the settings through which the command finds the server: TOOLHOST_TARGET, TOOLHOST_TOKEN_FILE,
         TOOLHOST_TLS_CA; never a token), then "System Tools" and "Custom Tools" with each tool's instructions and
         parameters. For an API provider, which calls tools natively: the tools' system prompts only. The same tools
-        always give the same text. An unknown provider is INVALID_ARGUMENT listing the known ones.
+        always give the same text. The block holds at most 1 MiB (or a quarter of the server's max_message_bytes):
+        tools past that are listed by name only, under a line that says how many were left out and how to read
+        them. An unknown provider is INVALID_ARGUMENT listing the known ones.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -35,8 +35,12 @@ class UserToolServiceStub:
     its PostgreSQL database soon after (LISTEN/NOTIFY, with polling as the fallback).
 
     Rights: every RPC of this service needs the admin role or a role with the `manage_tools` right in the auth
-    file (PERMISSION_DENIED otherwise), and every change is audited. `manage_tools` is code execution as the
-    process user: a user tool runs any bash its creator writes.
+    file: PERMISSION_DENIED otherwise, before anything else of the request is looked at (a malformed request from
+    such a caller is PERMISSION_DENIED too). Every change is audited, and so is every refused one. `manage_tools`
+    is code execution as the process user: a user tool runs any bash its creator writes.
+
+    A server whose database cannot be used answers UNAVAILABLE with reason STORE_UNAVAILABLE (retry later), or
+    STORE_OUTCOME_UNKNOWN when the commit of a change was cut off (read it back before retrying).
     """
 
     def __init__(self, channel):
@@ -112,15 +116,22 @@ class UserToolServiceServicer:
     its PostgreSQL database soon after (LISTEN/NOTIFY, with polling as the fallback).
 
     Rights: every RPC of this service needs the admin role or a role with the `manage_tools` right in the auth
-    file (PERMISSION_DENIED otherwise), and every change is audited. `manage_tools` is code execution as the
-    process user: a user tool runs any bash its creator writes.
+    file: PERMISSION_DENIED otherwise, before anything else of the request is looked at (a malformed request from
+    such a caller is PERMISSION_DENIED too). Every change is audited, and so is every refused one. `manage_tools`
+    is code execution as the process user: a user tool runs any bash its creator writes.
+
+    A server whose database cannot be used answers UNAVAILABLE with reason STORE_UNAVAILABLE (retry later), or
+    STORE_OUTCOME_UNKNOWN when the commit of a change was cut off (read it back before retrying).
     """
 
     def CreateUserTool(self, request, context):
         """CreateUserTool stores a new user tool and its version 1, and serves it. A slug that is taken by a built-in,
         catalog or user tool (visible to the caller or not) is ALREADY_EXISTS, with the same message for each; an
         input schema that is no valid JSON Schema, a slug not of the form `^[a-z][a-z0-9_]{0,63}$`, or a credential
-        the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT.
+        the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT. A tool
+        `incompatible` with an enabled tool (as for SetUserToolEnabled), one past the 1000 user tools a server keeps,
+        or any tool on a server whose user tools would run as its own user (it serves none unless its operator sets
+        `process_user` to an unprivileged user on a root server, or `user_tools_as_server_user`) is FAILED_PRECONDITION.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -135,15 +146,17 @@ class UserToolServiceServicer:
 
     def ListUserTools(self, request, context):
         """ListUserTools returns the user tools sorted by slug, one page at a time (AIP-158: `page_size` 0 means 100,
-        at most 1000; the `next_page_token` continues the same list).
+        at most 1000; the `next_page_token` continues the same list). A page holds fewer tools than `page_size`, with
+        a `next_page_token`, when more would not fit in half of the server's largest message (`max_message_bytes`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def UpdateUserTool(self, request, context):
-        """UpdateUserTool changes the fields `update_mask` names (all of the mutable fields when it is empty) and
-        stores the result as a new version. The slug cannot change. The next call of the tool runs the new version.
+        """UpdateUserTool changes the fields `update_mask` names and stores the result as a new version: with an empty
+        mask, the fields the request populates (AIP-134); with `*`, every mutable field. The slug cannot change. The
+        next call of the tool runs the new version.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -158,15 +171,19 @@ class UserToolServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListUserToolVersions(self, request, context):
-        """ListUserToolVersions returns a user tool's versions, newest first, one page at a time.
+        """ListUserToolVersions returns a user tool's versions, newest first, one page at a time. Only the last 100
+        versions of a tool are kept: each change removes the oldest beyond them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def RestoreUserToolVersion(self, request, context):
-        """RestoreUserToolVersion makes a new version equal to an old one (its script, system prompt and schema) and
-        serves it. NOT_FOUND for an unknown slug or version.
+        """RestoreUserToolVersion makes a new version whose editable fields (name, description, category,
+        system_prompt, input_schema, script, timeout_seconds, tags, credentials) are those of an old one, and serves
+        it; a version stored by a release before schema version 7 kept only its script, system prompt and schema, and
+        restores only those. Its credentials are checked against the caller's roles as an update's are. NOT_FOUND for
+        an unknown slug or version, or one older than the last 100 (no longer kept).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,7 +192,9 @@ class UserToolServiceServicer:
     def SetUserToolEnabled(self, request, context):
         """SetUserToolEnabled serves (enabled) or stops serving (disabled) a user tool without removing it. Enabling a
         tool that is `incompatible` with an enabled tool is FAILED_PRECONDITION naming that tool and the conflict's
-        resolution hint; an `equivalent` one is allowed and reported in `conflicts`.
+        resolution hint (or "a tool you cannot see", without the hint, when the caller may not see it); an
+        `equivalent` one is allowed and reported in `conflicts`, when the caller may see it. Two enables of an
+        incompatible pair at once, on one server or on several sharing the database, never both succeed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -281,8 +300,12 @@ class UserToolService:
     its PostgreSQL database soon after (LISTEN/NOTIFY, with polling as the fallback).
 
     Rights: every RPC of this service needs the admin role or a role with the `manage_tools` right in the auth
-    file (PERMISSION_DENIED otherwise), and every change is audited. `manage_tools` is code execution as the
-    process user: a user tool runs any bash its creator writes.
+    file: PERMISSION_DENIED otherwise, before anything else of the request is looked at (a malformed request from
+    such a caller is PERMISSION_DENIED too). Every change is audited, and so is every refused one. `manage_tools`
+    is code execution as the process user: a user tool runs any bash its creator writes.
+
+    A server whose database cannot be used answers UNAVAILABLE with reason STORE_UNAVAILABLE (retry later), or
+    STORE_OUTCOME_UNKNOWN when the commit of a change was cut off (read it back before retrying).
     """
 
     @staticmethod

@@ -95,8 +95,8 @@ export type UserTool = Message<"toolhost.v1.UserTool"> & {
   tags: string[];
 
   /**
-   * Names of the credentials the script gets in its environment (TOOLHOST_CRED_...): only those the creator's
-   * roles may grant.
+   * Names of the credentials the script gets in its environment, each key of credential NAME as the variable
+   * TOOL_CRED_<NAME>_<KEY> (upper case): only those the creator's roles may grant.
    *
    * @generated from field: repeated string credentials = 11;
    */
@@ -125,7 +125,8 @@ export type UserTool = Message<"toolhost.v1.UserTool"> & {
 
   /**
    * Output only. Set when a catalog or built-in tool of the same name won the name after the user tool was made
-   * (a reload brought it): the user tool is then not served, and this says by what.
+   * (a reload brought it): the user tool is then not served, and this names that tool's source ("catalog" or
+   * "builtin"), never its file.
    *
    * @generated from field: string shadowed_by = 15;
    */
@@ -140,7 +141,8 @@ export const UserToolSchema: GenMessage<UserTool> = /*@__PURE__*/
   messageDesc(file_toolhost_v1_user_tool_service, 0);
 
 /**
- * One stored version of a user tool.
+ * One stored version of a user tool: its script, system prompt and schema are here; the server keeps the rest
+ * of its editable fields too, which RestoreUserToolVersion brings back.
  *
  * @generated from message toolhost.v1.UserToolVersion
  */
@@ -399,7 +401,7 @@ export const ListUserToolsResponseSchema: GenMessage<ListUserToolsResponse> = /*
  */
 export type UpdateUserToolRequest = Message<"toolhost.v1.UpdateUserToolRequest"> & {
   /**
-   * The tool with its slug and the new values of the fields the mask names.
+   * The tool with its slug and the new values of the fields to change (see update_mask).
    *
    * @generated from field: toolhost.v1.UserTool user_tool = 1;
    */
@@ -407,7 +409,9 @@ export type UpdateUserToolRequest = Message<"toolhost.v1.UpdateUserToolRequest">
 
   /**
    * The fields to change (name, description, category, system_prompt, input_schema, script, timeout_seconds,
-   * tags, credentials); empty means all of them. `enabled` changes through SetUserToolEnabled.
+   * tags, credentials). Empty means the fields `user_tool` populates, those set to other than their default
+   * (AIP-134): a field is cleared (an empty string, 0, no tags) only by naming it. `*` means all of them, each
+   * taking the request's value, empty or not. `enabled` changes through SetUserToolEnabled.
    *
    * @generated from field: google.protobuf.FieldMask update_mask = 2;
    */
@@ -844,8 +848,12 @@ export const ConflictTypeSchema: GenEnum<ConflictType> = /*@__PURE__*/
  * its PostgreSQL database soon after (LISTEN/NOTIFY, with polling as the fallback).
  *
  * Rights: every RPC of this service needs the admin role or a role with the `manage_tools` right in the auth
- * file (PERMISSION_DENIED otherwise), and every change is audited. `manage_tools` is code execution as the
- * process user: a user tool runs any bash its creator writes.
+ * file: PERMISSION_DENIED otherwise, before anything else of the request is looked at (a malformed request from
+ * such a caller is PERMISSION_DENIED too). Every change is audited, and so is every refused one. `manage_tools`
+ * is code execution as the process user: a user tool runs any bash its creator writes.
+ *
+ * A server whose database cannot be used answers UNAVAILABLE with reason STORE_UNAVAILABLE (retry later), or
+ * STORE_OUTCOME_UNKNOWN when the commit of a change was cut off (read it back before retrying).
  *
  * @generated from service toolhost.v1.UserToolService
  */
@@ -854,7 +862,10 @@ export const UserToolService: GenService<{
    * CreateUserTool stores a new user tool and its version 1, and serves it. A slug that is taken by a built-in,
    * catalog or user tool (visible to the caller or not) is ALREADY_EXISTS, with the same message for each; an
    * input schema that is no valid JSON Schema, a slug not of the form `^[a-z][a-z0-9_]{0,63}$`, or a credential
-   * the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT.
+   * the caller's roles may not grant (`manage_tools: {credentials: [...]}`) is INVALID_ARGUMENT. A tool
+   * `incompatible` with an enabled tool (as for SetUserToolEnabled), one past the 1000 user tools a server keeps,
+   * or any tool on a server whose user tools would run as its own user (it serves none unless its operator sets
+   * `process_user` to an unprivileged user on a root server, or `user_tools_as_server_user`) is FAILED_PRECONDITION.
    *
    * @generated from rpc toolhost.v1.UserToolService.CreateUserTool
    */
@@ -875,7 +886,8 @@ export const UserToolService: GenService<{
   },
   /**
    * ListUserTools returns the user tools sorted by slug, one page at a time (AIP-158: `page_size` 0 means 100,
-   * at most 1000; the `next_page_token` continues the same list).
+   * at most 1000; the `next_page_token` continues the same list). A page holds fewer tools than `page_size`, with
+   * a `next_page_token`, when more would not fit in half of the server's largest message (`max_message_bytes`).
    *
    * @generated from rpc toolhost.v1.UserToolService.ListUserTools
    */
@@ -885,8 +897,9 @@ export const UserToolService: GenService<{
     output: typeof ListUserToolsResponseSchema;
   },
   /**
-   * UpdateUserTool changes the fields `update_mask` names (all of the mutable fields when it is empty) and
-   * stores the result as a new version. The slug cannot change. The next call of the tool runs the new version.
+   * UpdateUserTool changes the fields `update_mask` names and stores the result as a new version: with an empty
+   * mask, the fields the request populates (AIP-134); with `*`, every mutable field. The slug cannot change. The
+   * next call of the tool runs the new version.
    *
    * @generated from rpc toolhost.v1.UserToolService.UpdateUserTool
    */
@@ -907,7 +920,8 @@ export const UserToolService: GenService<{
     output: typeof DeleteUserToolResponseSchema;
   },
   /**
-   * ListUserToolVersions returns a user tool's versions, newest first, one page at a time.
+   * ListUserToolVersions returns a user tool's versions, newest first, one page at a time. Only the last 100
+   * versions of a tool are kept: each change removes the oldest beyond them.
    *
    * @generated from rpc toolhost.v1.UserToolService.ListUserToolVersions
    */
@@ -917,8 +931,11 @@ export const UserToolService: GenService<{
     output: typeof ListUserToolVersionsResponseSchema;
   },
   /**
-   * RestoreUserToolVersion makes a new version equal to an old one (its script, system prompt and schema) and
-   * serves it. NOT_FOUND for an unknown slug or version.
+   * RestoreUserToolVersion makes a new version whose editable fields (name, description, category,
+   * system_prompt, input_schema, script, timeout_seconds, tags, credentials) are those of an old one, and serves
+   * it; a version stored by a release before schema version 7 kept only its script, system prompt and schema, and
+   * restores only those. Its credentials are checked against the caller's roles as an update's are. NOT_FOUND for
+   * an unknown slug or version, or one older than the last 100 (no longer kept).
    *
    * @generated from rpc toolhost.v1.UserToolService.RestoreUserToolVersion
    */
@@ -930,7 +947,9 @@ export const UserToolService: GenService<{
   /**
    * SetUserToolEnabled serves (enabled) or stops serving (disabled) a user tool without removing it. Enabling a
    * tool that is `incompatible` with an enabled tool is FAILED_PRECONDITION naming that tool and the conflict's
-   * resolution hint; an `equivalent` one is allowed and reported in `conflicts`.
+   * resolution hint (or "a tool you cannot see", without the hint, when the caller may not see it); an
+   * `equivalent` one is allowed and reported in `conflicts`, when the caller may see it. Two enables of an
+   * incompatible pair at once, on one server or on several sharing the database, never both succeed.
    *
    * @generated from rpc toolhost.v1.UserToolService.SetUserToolEnabled
    */

@@ -1,0 +1,51 @@
+"""The config_access tool: this server's effective settings, each with where its value came from."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..introspection.names import NameNotFound
+from ..model import Annotations, Example, Parameter
+from .application_info import NO_INTROSPECTION
+from .base import Tool, ToolContext, ToolRaisedFailure, ToolServices
+
+
+class ConfigAccessTool(Tool):
+    name = "config_access"
+    display_name = "Config Access"
+    description = (
+        "Shows this toolhost server's effective settings, each as key, value, source (flag --NAME, environment "
+        "VARIABLE, config file PATH, program, or default) and sensitive (true when part of the value is hidden). "
+        "Secrets never appear: database URLs show [REDACTED] for their password, and store_key (whether "
+        "TOOLHOST_STORE_KEY is set) shows [REDACTED]. `key` narrows to one setting or a part of its value, dotted: "
+        "log_level, workspaces.0.path, databases.analytics. Returns `settings` and a summary (counts by source, "
+        "notes). NOT_FOUND names the keys that exist where `key` goes wrong.")
+    category = "diagnostics"
+    tags = ("introspection", "diagnostics", "configuration")
+    # Paths, addresses and which protections are off help an attacker aim: admins only.
+    requires_admin = True
+    parameters = (
+        Parameter("key", "string", "One setting (log_level) or a part of its value, dotted (workspaces.0.path, "
+                  "databases.analytics).",
+                  schema={"minLength": 1, "maxLength": 256, "pattern": r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"}),
+    )
+    examples = (
+        Example("Every setting and where it came from", {}),
+        Example("One setting", {"key": "log_level"}),
+        Example("The path of the first workspace", {"key": "workspaces.0.path"}),
+    )
+    annotations = Annotations(read_only=True, idempotent=True)
+
+    @classmethod
+    def unserved_because(cls, services: ToolServices) -> str:
+        return "" if services.introspection is not None else NO_INTROSPECTION
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
+        introspection = context.services.introspection
+        if introspection is None:
+            raise ToolRaisedFailure(NO_INTROSPECTION, "UNAVAILABLE")
+        try:
+            return introspection.settings(arguments.get("key", ""))
+        except NameNotFound as exc:
+            raise ToolRaisedFailure(str(exc), "NOT_FOUND") from None
