@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from toolhost.v1 import tool_service_pb2
 from toolhost_server.config import Config
 from toolhost_server.credentials import (
     CredentialResolver,
@@ -413,3 +416,22 @@ def _command_line_while_running(pid: int) -> str:
             return text
         time.sleep(0.01)
     return ""
+
+
+async def test_the_server_hides_its_store_key_in_every_form_it_reads(start_server, tmp_path: Path):
+    """The store key decrypts every stored credential: the server learns it at start, so that a tool printing it
+    (echo, given it as an argument, stands for a log file or a file a tool reads) shows [REDACTED]."""
+    key_file = write_key(tmp_path)
+    secret = base64.b64decode(key_file.read_text())
+    server = await start_server(data_dir=str(tmp_path / "data"), store_key_file=str(key_file))
+    forms = (base64.b64encode(secret).decode(), base64.urlsafe_b64encode(secret).decode(), secret.hex())
+    for form in forms:
+        response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+            name="echo", arguments_json=json.dumps({"text": f"shown: {form} ."})))
+        assert response.success and form not in response.output, response.output
+        assert "[REDACTED]" in response.output
+    # The control: another key of the same shape is echoed as it is.
+    other = generate_store_key_text()
+    response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+        name="echo", arguments_json=json.dumps({"text": f"other {other} ."})))
+    assert other in response.output

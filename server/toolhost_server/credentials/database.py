@@ -47,6 +47,10 @@ class DatabaseCredentialSource(CredentialSource):
     def describe(self) -> str:
         return "database" if self._table is None else f"database ({self._table.store.description})"
 
+    def key_values(self) -> tuple[str, ...]:
+        """The store key's text forms, or none without a key: a secret of this source besides its values."""
+        return self._key.text_forms if self._key is not None else ()
+
     def lookup(self, name: str) -> Mapping[str, str] | None:
         if self._table is None:
             return None

@@ -81,12 +81,15 @@ class CredentialResolver:
         return ResolvedCredentials(resolved)
 
     async def configured_values(self) -> list[str]:
-        """Every value every available source holds now, shadowed ones included (each is somebody's secret):
-        what the server's redactor learns at start, so that a value is hidden before a call first resolves it,
-        in a log file or another replica's log rows for example. A source or credential that cannot be read is
-        logged and skipped; a call that needs it reports why."""
+        """Every value every available source holds now, shadowed ones included (each is somebody's secret), and
+        the store key: what the server's redactor learns at start, so that a value is hidden before a call first
+        resolves it, in a log file or another replica's log rows for example. A source or credential that cannot
+        be read is logged and skipped; a call that needs it reports why."""
         values: list[str] = []
         for source in self.sources:
+            if isinstance(source, DatabaseCredentialSource):
+                # The key that decrypts every stored value: hidden too, whether or not the database answers.
+                values.extend(source.key_values())
             if not source.is_available():
                 continue
             try:

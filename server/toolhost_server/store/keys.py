@@ -40,6 +40,13 @@ class StoreKey:
     def key_id_text(self) -> str:
         return self.key_id.hex()
 
+    @property
+    def text_forms(self) -> tuple[str, ...]:
+        """The key as text in the alphabets parse_store_key reads, and as hex: what the server's redactor learns,
+        so that the key is hidden wherever it appears (a log line, a file a tool reads, a column default)."""
+        standard = base64.b64encode(self.secret).decode("ascii")
+        return (standard, base64.urlsafe_b64encode(self.secret).decode("ascii"), self.secret.hex())
+
 
 def generate_store_key_text() -> str:
     """A new random key as base64 text, as TOOLHOST_STORE_KEY and key files hold it."""

@@ -19,7 +19,8 @@ class ApplicationInfoTool(Tool):
         "platform; its process id, user, start time and uptime; the addresses it serves (gRPC, unix socket, "
         "HTTP, with TLS or not); its catalog directories; and its tools: the registry generation and counts by "
         "source and category. Returns those under version, python, libraries, platform, process, addresses, "
-        "catalog_dirs and tools, and a summary (tool count, generation, notes on what could not be told).")
+        "catalog_dirs and tools, and a summary (tool count, generation, notes on what could not be told). The "
+        "counts are the server's, including tools hidden from the caller (numbers, never their names).")
     category = "diagnostics"
     tags = ("introspection", "diagnostics")
     # Paths, users, addresses and versions help an attacker aim: admins only.

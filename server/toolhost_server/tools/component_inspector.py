@@ -22,7 +22,8 @@ class ComponentInspectorTool(Tool):
         "of roles; never a token), the catalog watcher, the HTTP app, the search index, the workspaces, user "
         "tools, the call pipeline and the audit trail. Without `component`, returns `components` as name, kind, "
         "state and a one-line detail; with it, that component with its properties. The summary counts the "
-        "states and notes the parts that could not be read. NOT_FOUND lists the component names.")
+        "states and notes the parts that could not be read. NOT_FOUND lists the component names. Tool counts "
+        "are the server's, including tools hidden from the caller (numbers, never their names).")
     category = "diagnostics"
     tags = ("introspection", "diagnostics")
     # Paths, users, auth modes and what is unavailable tell an attacker where to push: admins only.
