@@ -24,6 +24,7 @@ from toolhost_server.workspaces import Workspace
 from helpers.auth import Tokens
 from helpers.catalogs import write_tool
 from helpers.log_drain import draining
+from helpers.make_run import make_run
 from helpers.servers import RunningServer, ServerProcess
 from helpers.waiting import HANG_GUARD_SECONDS
 
@@ -272,3 +273,19 @@ def test_a_server_without_its_view_of_itself_leaves_them_out_and_says_why():
     reasons = unserved_builtins(ToolServices())
     assert any(set(TOOLS) <= set(names) and "offers no view of itself" in reason
                for reason, names in reasons.items())
+
+
+@pytest.mark.server
+async def test_make_run_serves_the_six_introspection_tools_and_each_answers(tmp_path):
+    six = ("application_info", "component_inspector", "config_access", "route_inspector", "database_schema",
+           "log_inspector")
+    async with make_run(tmp_path) as server:
+        target = f"127.0.0.1:{server.port}"
+        answers = {tool: await answer(target, tool) for tool in six}
+    assert all("summary" in answers[tool] for tool in six), {tool: sorted(answers[tool]) for tool in six}
+    # Each tells of this server: its own port, its data dir's store, its own RPCs.
+    assert {"kind": "grpc", "address": target, "tls": False} in answers["application_info"]["addresses"]
+    assert [database["name"] for database in answers["database_schema"]["databases"]] == ["store"]
+    assert "toolhost.v1.ToolService" in {service["service"] for service in answers["route_inspector"]["services"]}
+    assert {"key": "data_dir", "value": str(tmp_path)} in [
+        {"key": s["key"], "value": s["value"]} for s in answers["config_access"]["settings"]]
