@@ -4,13 +4,8 @@ wrote shown on a terminal with its control characters escaped. The servers run u
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import pty
 import secrets
-import sys
-import tty
 from pathlib import Path
 
 import pytest
@@ -19,7 +14,7 @@ from toolhost_server.auth import hash_token
 
 from helpers.cli import Run, cli_env, toolhost
 from helpers.servers import RunningServer, ServerFactory
-from helpers.waiting import within
+from helpers.terminal import toolhost_on_terminals
 
 SCHEMA = {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
 
@@ -166,34 +161,8 @@ ESCAPED = "\\x1b[2J\\x1b]0;owned\\x07\\x1b]52;c;ZXZpbA==\\x07\\x9b31m\\x0dok\\u2
 
 
 async def toolhost_on_a_terminal(*args: str, env: dict[str, str]) -> Run:
-    """`toolhost *args` with its stdout on a pseudo-terminal (raw: no \\r added), read as the command writes."""
-    leader, follower = pty.openpty()
-    tty.setraw(follower)
-
-    def read_all() -> bytes:
-        chunks = []
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: every writer has closed the terminal
-                return b"".join(chunks)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-
-    try:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "toolhost_server.cli", *args, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=follower, stderr=asyncio.subprocess.PIPE)
-        os.close(follower)
-        follower = -1
-        out, (_, err) = await within(asyncio.gather(asyncio.to_thread(read_all), process.communicate()),
-                                     f"toolhost {' '.join(args)} ending")
-    finally:
-        if follower >= 0:
-            os.close(follower)
-        os.close(leader)
-    return Run(await process.wait(), out.decode(), err.decode())
+    """`toolhost *args` with its stdout on a pseudo-terminal, its stderr a pipe."""
+    return await toolhost_on_terminals(*args, env=env, stderr=False)
 
 
 @pytest.fixture

@@ -207,7 +207,7 @@ def test_a_sqlite_count_waiting_on_a_writer_is_timed_out(tmp_path):
     clock = StatementClock(30, 0.2)
     failures: list[BaseException] = []
     with read_only_connection(source, clock, 5) as connection:
-        names = list_tables(connection).names
+        names = list_tables(connection, 10).names
         assert len(describe_tables(connection, names).tables) == 2
         writer = sqlite3.connect(shop, isolation_level=None)
         writer.execute("BEGIN EXCLUSIVE")

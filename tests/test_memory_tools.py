@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
 from sqlalchemy import URL
+from sqlalchemy import text as sql_text
 
 from toolhost_server.auth import hash_token
-from toolhost_server.store.engine import sqlite_file_url
+from toolhost_server.store.engine import create_store_engine, sqlite_file_url
 
 from helpers.memory import PEOPLE_SCHEMA, init_memory_role, memory, memory_refused
 from helpers.status import error_details
@@ -184,3 +186,50 @@ async def test_every_record_the_memory_keeps_is_one_memory_query_can_read(start_
         assert error_details(refused)[1][0][0] == "/data" and "at most 65536" in refused.details()
     result = await memory(server.stub, "memory_query", sql="SELECT text, length(text) AS n FROM notes")
     assert result["rows"] == [[largest, float(len(largest))]] and result["truncated"] is False
+
+
+# 100,000 records (a structure's most), each about 300 bytes as stored, made in one statement.
+_FULL_STRUCTURE = {
+    "sqlite": ("WITH RECURSIVE n(i) AS (SELECT 2 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) "
+               "INSERT INTO memory_records (structure, data, created_by, updated_by, created_at, updated_at) "
+               "SELECT r.structure, json_object('name', 'person ' || n.i, 'age', n.i % 99, 'city', "
+               "char(97 + n.i % 5), 'note', substr(hex(zeroblob(100)), 1, 200) || n.i), r.created_by, r.updated_by, "
+               "r.created_at, r.updated_at FROM memory_records AS r, n"),
+    "postgresql": ("INSERT INTO memory_records (structure, data, created_by, updated_by, created_at, updated_at) "
+                   "SELECT r.structure, json_build_object('name', 'person ' || n.i, 'age', n.i % 99, 'city', "
+                   "chr(97 + n.i % 5), 'note', repeat('0', 200) || n.i), r.created_by, r.updated_by, r.created_at, "
+                   "r.updated_at FROM memory_records AS r, generate_series(2, 100000) AS n(i)"),
+}
+
+
+async def test_whole_structure_queries_over_100000_records_stay_within_the_query_bounds(
+        start_server, database: URL, tmp_path: Path):
+    """The bounds on a query's work (SQLite: its heap and steps; PostgreSQL: work_mem and temp_file_limit) leave
+    room for sorting, grouping, ranking and DISTINCT over every record a structure may hold."""
+    server = await start_server(**store_settings(database, tmp_path))
+    await memory(server.stub, "memory_structure_create", name="people", schema={"type": "object", "properties": {
+        "name": {"type": "string"}, "age": {"type": "integer"}, "city": {"type": "string"},
+        "note": {"type": "string"}}})
+    await memory(server.stub, "memory_create", structure="people",
+                 data={"name": "person 1", "age": 1, "city": "b", "note": "0" * 200 + "1"})
+    await init_memory_role(database)
+    engine = create_store_engine(database)
+    try:
+        with engine.begin() as connection:
+            connection.execute(sql_text(_FULL_STRUCTURE[database.get_backend_name()]))
+    finally:
+        engine.dispose()
+
+    async def query(sql: str) -> Any:
+        return (await memory(server.stub, "memory_query", sql=sql))["rows"]
+
+    assert await query("SELECT count(*) AS n, count(DISTINCT name) AS names, count(DISTINCT note) AS notes "
+                       "FROM people") == [[100000.0, 100000.0, 100000.0]]
+    assert await query("SELECT city, count(*) AS n FROM people GROUP BY city ORDER BY city") == [
+        [city, 20000.0] for city in "abcde"]
+    everyone = await memory(server.stub, "memory_query", sql="SELECT * FROM people ORDER BY note DESC, name")
+    assert everyone["truncated"] is True and everyone["rows"][0][3] == "person 99999"
+    assert await query("SELECT name FROM (SELECT name, rank() OVER (PARTITION BY city ORDER BY age DESC, note) AS r "
+                       "FROM people) AS ranked WHERE r = 1 ORDER BY name") == [
+        ["person 10097"], ["person 10196"], ["person 10295"], ["person 10394"], ["person 10493"]]
+    assert await query("SELECT count(*) AS n FROM (SELECT DISTINCT note, city FROM people) AS d") == [[100000.0]]

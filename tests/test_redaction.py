@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import sys
+from typing import Any
 
 import grpc
 import pytest
 from google.protobuf import json_format
 
+import toolhost
 from toolhost.v1 import tool_service_pb2, tool_service_pb2_grpc
+from toolhost_server.tools.base import ToolOutput
 
 from helpers.calls import call
-from helpers.catalogs import write_tool
+from helpers.catalogs import add_tool, write_tool
 from helpers.servers import ServerProcess
 
 SECRETS = ("hunter2hunter2", "ghp_abcdefghijklmnop", "s3cretpass", "AKIAIOSFODNN7EXAMPLE", "sk-live-0123456789")
@@ -104,3 +108,61 @@ async def test_the_servers_log_lines_are_redacted(tmp_path):
     assert "about to use api_key=[REDACTED]" in log  # the tool's log line was written, without its secret
     assert "RuntimeError" in log                      # and the exception's traceback, without its secrets
     assert_no_secret(log)
+
+
+# --- JSON output stays JSON -------------------------------------------------------------------------------
+
+# Secret keys holding JSON literals, which a bare [REDACTED] would turn into text that no longer parses.
+LITERALS: dict[str, Any] = {
+    "metrics_token": 8675309123, "password": True, "client_secret": False, "refresh_token": None,
+    "nested": [{"api_key": -271.82818e-3, "count": 3}], "max_tokens": 512,
+}
+REDACTED_LITERALS: dict[str, Any] = {
+    "metrics_token": "[REDACTED]", "password": "[REDACTED]", "client_secret": "[REDACTED]",
+    "refresh_token": "[REDACTED]", "nested": [{"api_key": "[REDACTED]", "count": 3}], "max_tokens": 512,
+}
+# The same again as JSON text inside a string: in the tool's own JSON text its keys read \"metrics_token\".
+JSON_DOCUMENT: dict[str, Any] = {**LITERALS, "body": json.dumps(LITERALS)}
+
+
+def json_document() -> ToolOutput:
+    """Its own text is the JSON of its structured output."""
+    return ToolOutput(text=json.dumps(JSON_DOCUMENT, indent=2), structured=JSON_DOCUMENT)
+
+
+def assert_redacted_document(text: str) -> None:
+    document = json.loads(text)
+    assert json.loads(document.pop("body")) == REDACTED_LITERALS
+    assert document == REDACTED_LITERALS
+    assert "8675309123" not in text and "271" not in text
+
+
+async def test_json_output_with_literals_under_secret_keys_stays_json_in_every_format(start_server, tmp_path):
+    write_tool(tmp_path, "json_document", "name: json_document\ndescription: Writes JSON with secret keys.\n"
+               "runner: {type: python, entrypoint: 'test_redaction:json_document'}\n")
+    server = await start_server(catalog_dirs=[tmp_path])
+    formats = {"TEXT": tool_service_pb2.OUTPUT_FORMAT_TEXT, "PRETTY": tool_service_pb2.OUTPUT_FORMAT_PRETTY,
+               "JSON": tool_service_pb2.OUTPUT_FORMAT_JSON}
+    for label, output_format in formats.items():
+        response = await server.stub.CallTool(tool_service_pb2.CallToolRequest(
+            name="json_document", output_format=output_format))  # type: ignore[arg-type]
+        assert response.success and response.redacted, label
+        assert_redacted_document(response.output)
+        structured = json_format.MessageToJson(response.structured_output)
+        assert_redacted_document(structured)
+
+
+async def test_a_streamed_json_output_stays_json_chunk_by_chunk(start_server, tmp_path):
+    # A process writes the document in pieces that split keys and values: what streams out must still parse.
+    text = json.dumps(JSON_DOCUMENT)
+    pieces = [text[i:i + 7] for i in range(0, len(text), 7)]
+    script = f"import sys\nfor piece in {pieces!r}:\n    sys.stdout.write(piece); sys.stdout.flush()\n"
+    add_tool(tmp_path, "json_pieces", {"type": "process", "argv": [sys.executable, "-c", script]})
+    server = await start_server(catalog_dirs=[tmp_path])
+    async with toolhost.AsyncClient(server.target, timeout=30) as client:
+        events = [event async for event in client.stream_call("json_pieces")]
+    result = events[-1]
+    assert isinstance(result, toolhost.ToolResult) and result.success and result.redacted
+    streamed = "".join(event.text for event in events if isinstance(event, toolhost.OutputChunk))
+    assert_redacted_document(streamed)
+    assert_redacted_document(result.output)

@@ -348,6 +348,115 @@ def test_with_values_derives_a_call_redactor_and_leaves_the_base_alone() -> None
     assert text_of(call, "password=hunter22") == f"password={REDACTED}"
 
 
+# --- JSON text stays JSON -----------------------------------------------------------------------------
+
+# Secret keys holding every kind of JSON literal, at the top and nested in objects and arrays, next to fields
+# that must survive. The numbers are distinctive, so that a digit run left behind would be seen.
+JSON_SECRETS: dict[str, Any] = {
+    "metrics_token": 8675309123, "api_key": -271.82818e-3, "password": True, "client_secret": False,
+    "refresh_token": None, "secret": 0, "max_tokens": 512, "id": 7,
+    "nested": {"items": [{"githubToken": 4242424242, "count": 3}, {"private_key": 1e300}], "ok": True},
+}
+JSON_REDACTED: dict[str, Any] = {
+    "metrics_token": REDACTED, "api_key": REDACTED, "password": REDACTED, "client_secret": REDACTED,
+    "refresh_token": REDACTED, "secret": REDACTED, "max_tokens": 512, "id": 7,
+    "nested": {"items": [{"githubToken": REDACTED, "count": 3}, {"private_key": REDACTED}], "ok": True},
+}
+SECRET_DIGITS = ("8675309123", "271", "4242424242", "1e+300")
+JSON_LAYOUTS = {
+    "compact": {"separators": (",", ":")},
+    "spaced": {},
+    "pretty": {"indent": 2},
+    "nan_allowed": {"allow_nan": True},
+}
+
+
+def assert_json_without_secrets(text: str, expected: Any) -> None:
+    assert json.loads(text) == expected, text
+    for digits in SECRET_DIGITS:
+        assert digits not in text, (digits, text)
+
+
+@pytest.mark.parametrize("layout", JSON_LAYOUTS)
+def test_json_literals_under_secret_keys_become_json_strings(redactor: Redactor, layout: str) -> None:
+    text = json.dumps(JSON_SECRETS, **JSON_LAYOUTS[layout])
+    result = redactor.redact_text(text)
+    assert result.redacted
+    assert_json_without_secrets(result.value, JSON_REDACTED)
+
+
+@pytest.mark.parametrize("layout", JSON_LAYOUTS)
+def test_json_inside_a_json_string_stays_json_at_both_levels(redactor: Redactor, layout: str) -> None:
+    # A response body quoted in a log record: the secret keys appear as \"metrics_token\": 8675309123.
+    text = json.dumps({"body": json.dumps(JSON_SECRETS, **JSON_LAYOUTS[layout]), "status": 200})
+    assert '\\"metrics_token\\":' in text
+    redacted = redactor.redact_text(text).value
+    outer = json.loads(redacted)
+    assert outer["status"] == 200
+    assert_json_without_secrets(outer["body"], JSON_REDACTED)
+    assert_json_without_secrets(redacted, outer)
+
+
+@pytest.mark.parametrize("text", [
+    '{"token": NaN}', '{"token": -Infinity}', '{"token": 1}', '{"token":-0.5E-3}', '[{"token": null}]',
+    '{"token": 123456789012345678901234567890}', '{"a": {"password": true}, "b": [1]}',
+    '{"token": 1', '{"token": 5\n}',  # cut off at the end, and a newline after the value
+])
+def test_every_json_literal_form_is_quoted(redactor: Redactor, text: str) -> None:
+    redacted = redactor.redact_text(text).value
+    assert '"[REDACTED]"' in redacted, redacted
+    if text.endswith(("}", "]")):
+        json.loads(redacted, parse_constant=lambda name: pytest.fail(f"{name} survived"))
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("password=5", f"password={REDACTED}"),
+    ("token: 5", f"token: {REDACTED}"),
+    ("'token': 5,", f"'token': {REDACTED},"),  # a Python dict's repr: not JSON, as before
+    ('"token" = 5 ', f'"token" = {REDACTED} '),  # `=` is no JSON separator
+    ('"token" := true ', f'"token" := {REDACTED} '),
+    ('{"token": 12abc}', f'{{"token": {REDACTED}'),  # no JSON literal: the bare value, as before
+    ('{"token": 0x1F,', f'{{"token": {REDACTED},'),
+    ('token": 5,', f'token": {REDACTED},'),  # a quote after the name but none before it
+    ('{"token": True,', f'{{"token": {REDACTED},'),  # Python's True is no JSON literal
+])
+def test_other_forms_keep_a_bare_marker(redactor: Redactor, text: str, expected: str) -> None:
+    assert redactor.redact_text(text).value == expected
+
+
+def test_json_redaction_is_idempotent(redactor: Redactor) -> None:
+    once = redactor.redact_text(json.dumps(JSON_SECRETS)).value
+    again = redactor.redact_text(once)
+    assert again.value is once and again.redacted is False
+
+
+def test_a_known_value_inside_a_json_number_keeps_the_number_quoted() -> None:
+    # The known value's span lies inside the assignment's: the two are joined and the replacement kept.
+    redactor = Redactor(known_values=["86753091"])
+    assert_json_without_secrets(redactor.redact_text(json.dumps(JSON_SECRETS)).value, JSON_REDACTED)
+
+
+@pytest.mark.parametrize("layout", ["compact", "pretty"])
+def test_streamed_json_is_redacted_as_the_whole_text_at_every_split(layout: str) -> None:
+    redactor = Redactor()
+    text = json.dumps(JSON_SECRETS, **JSON_LAYOUTS[layout]) + "\n"
+    whole = redactor.redact_text(text).value
+    assert_json_without_secrets(whole, JSON_REDACTED)
+    for split in range(1, len(text)):
+        out, stream = stream_all(redactor, [text[:split], text[split:]], hold=24)
+        assert out == whole, split
+        assert stream.redacted
+    out, _ = stream_all(redactor, list(text), hold=24)
+    assert out == whole
+
+
+def test_structures_hide_every_kind_of_value_under_secret_keys_as_the_string(redactor: Redactor) -> None:
+    assert redactor.redact_value(JSON_SECRETS).value == JSON_REDACTED
+    # The older JSON scheme (a string with a NUL in it makes the structure take it) does the same.
+    odd = {**JSON_SECRETS, "note": "a\0b"}
+    assert redactor.redact_value(odd).value == {**JSON_REDACTED, "note": "a\0b"}
+
+
 # --- patterns -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -36,15 +36,19 @@ def zombie_children() -> list[int]:
     thread's /proc/self/task/<tid>/children."""
     found = []
     for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{task}/children") as handle:
-            for pid in handle.read().split():
-                try:
-                    with open(f"/proc/{pid}/stat", "rb") as stat:
-                        state = stat.read().rsplit(b")", 1)[1].split()[0]
-                except OSError:
-                    continue
-                if state == b"Z":
-                    found.append(int(pid))
+        try:
+            with open(f"/proc/self/task/{task}/children") as handle:
+                children = handle.read().split()
+        except FileNotFoundError:  # the thread ended since the listing: it has no children left to look at
+            continue
+        for pid in children:
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as stat:
+                    state = stat.read().rsplit(b")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state == b"Z":
+                found.append(int(pid))
     return found
 
 

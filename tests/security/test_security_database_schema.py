@@ -166,8 +166,52 @@ async def test_a_file_that_is_not_a_database_is_an_error_entry(start_server: Ser
     before = junk.read_bytes()
     server = await start_server(databases=(("junk", f"sqlite:///{junk}"),))
     entry = (await described(server, database="junk"))["databases"][0]
-    assert entry["error"] == "the file is not a SQLite database, or it is damaged"
+    assert "does not start with SQLite's header, so it is not a SQLite database" in entry["error"]
     assert junk.read_bytes() == before
+
+
+@pytest.mark.parametrize("path", ["/proc/self/environ", "/proc/self/status", "/proc/1/cmdline", "/dev/null",
+                                  "/dev/zero", "/sys/kernel/address_bits"])
+async def test_the_kernels_files_are_refused_before_sqlite_opens_them(start_server: ServerFactory, path):
+    """/proc/self/environ is a regular file of size 0, which SQLite would read as an empty database (the s29
+    review's finding 8): files of /proc, /sys and /dev are refused by where they are, whatever they look like."""
+    server = await start_server(databases=(("kernel", f"sqlite:///{path}"),))
+    entry = (await described(server, database="kernel"))["databases"][0]
+    assert entry["error"] == f"{path} is a file of the kernel (/proc, /sys, /dev), not a SQLite database: check the URL"
+    assert "tables" not in entry
+
+
+async def test_a_link_to_a_kernel_file_is_refused_where_it_leads(start_server: ServerFactory, tmp_path):
+    link = tmp_path / "innocent.db"
+    link.symlink_to("/proc/self/environ")
+    (tmp_path / "proc").symlink_to("/proc/self")
+    server = await start_server(databases=(("link", f"sqlite:///{link}"),
+                                           ("through", f"sqlite:///{tmp_path / 'proc' / 'environ'}")))
+    result = await described(server)
+    for name in ("link", "through"):
+        [entry] = [e for e in result["databases"] if e["name"] == name]
+        assert "is a file of the kernel" in entry["error"], entry
+
+
+async def test_an_empty_file_is_an_empty_database_and_a_short_or_false_header_is_refused(
+        start_server: ServerFactory, tmp_path):
+    """A file of size 0 is what SQLite creates before its first write: a database with no tables (the operator
+    named it). Anything else must start with SQLite's 16-byte header."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    short = tmp_path / "short.db"
+    short.write_bytes(b"SQLite format")
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    server = await start_server(databases=(("empty", f"sqlite:///{empty}"), ("short", f"sqlite:///{short}"),
+                                           ("damaged", f"sqlite:///{damaged}")))
+    result = await described(server)
+    by_name = {e["name"]: e for e in result["databases"]}
+    assert (by_name["empty"]["table_count"], by_name["empty"]["tables"]) == (0, [])
+    assert "does not start with SQLite's header" in by_name["short"]["error"]
+    assert by_name["damaged"]["error"] == "the file is not a SQLite database, or it is damaged"
+    assert empty.read_bytes() == b"" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "damaged.db", "empty.db", "short.db"]
 
 
 HOSTILE_TABLES = ['x"; DROP TABLE items; --', "it's", "ＵＮＩＣＯＤＥ表", "a]b[c", "x" * 5000, "spaces and\ttabs"]

@@ -2,7 +2,9 @@
 SQL gate lets a query name public.credentials): `toolhost db init-memory-role` revokes an existing role's own grants
 on toolhost's tables (column grants too), and refuses, naming what to revoke, a role that could still use a table
 through PUBLIC or as its owner; a PUBLIC grant made after the role was set up turns memory_query off
-(FAILED_PRECONDITION, without the table's name) until it is revoked."""
+(FAILED_PRECONDITION, without the table's name) until it is revoked. The role's temporary files and sort memory are
+bounded (temp_file_limit, work_mem): a role without the bound turns memory_query off until the command is run again,
+and a user who may not set temp_file_limit (not a superuser) is refused, told who may."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import psycopg
 import pytest
 from sqlalchemy import URL
 
+from toolhost_server.memory.postgres_role import TEMP_FILE_LIMIT_KB, WORK_MEM, default_role_name
 from toolhost_server.store.database import Store
 
 from helpers.cli import Run, cli_env, toolhost
@@ -113,3 +116,47 @@ async def test_a_public_grant_made_later_turns_memory_query_off_until_revoked(st
 
     _as_admin(postgres_url, "REVOKE SELECT ON credentials FROM PUBLIC")
     assert (await memory(server.stub, "memory_query", sql="SELECT name FROM people"))["rows"] == [["Ada"]]
+
+
+def _role_settings(url: URL, role: str) -> dict[str, str]:
+    rows = _as_admin(url, f"""
+        SELECT s.setconfig FROM pg_db_role_setting AS s JOIN pg_roles AS r ON r.oid = s.setrole
+        WHERE r.rolname = '{role}' AND s.setdatabase = 0""")
+    settings = rows[0][0] if rows else []
+    assert isinstance(settings, list)
+    return dict(str(item).split("=", 1) for item in settings)
+
+
+async def test_a_role_without_a_temp_file_limit_turns_memory_query_off_until_the_command_runs_again(
+        start_server, postgres_url: URL, tmp_path: Path):
+    server = await start_server(**store_settings(postgres_url, tmp_path))
+    await memory(server.stub, "memory_structure_create", name="people", schema=PEOPLE_SCHEMA)
+    await memory(server.stub, "memory_create", structure="people", data={"name": "Ada"})
+    await init_memory_role(postgres_url)
+    role = default_role_name(postgres_url)
+    settings = _role_settings(postgres_url, role)
+    assert settings["temp_file_limit"] == f"{TEMP_FILE_LIMIT_KB}kB" and settings["work_mem"] == WORK_MEM, settings
+    assert (await memory(server.stub, "memory_query", sql="SELECT name FROM people"))["rows"] == [["Ada"]]
+
+    # A role made before the bound existed, or one a superuser relaxed since.
+    for change in (f"ALTER ROLE {role} RESET temp_file_limit", f"ALTER ROLE {role} SET temp_file_limit = '1GB'"):
+        _as_admin(postgres_url, change)
+        refused = await memory_refused(server.stub, "memory_query", sql="SELECT name FROM people")
+        assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION, refused.details()
+        assert "memory_query is off" in refused.details() and "temp_file_limit" in refused.details()
+
+    await init_memory_role(postgres_url)
+    assert (await memory(server.stub, "memory_query", sql="SELECT name FROM people"))["rows"] == [["Ada"]]
+
+
+async def test_a_user_who_may_not_set_temp_file_limit_is_refused_saying_who_may(postgres_url: URL):
+    _store_tables(postgres_url)
+    admin, password, role = f"roles_{secrets.token_hex(4)}", secrets.token_urlsafe(16), _role()
+    _as_admin(postgres_url, f"CREATE ROLE {admin} LOGIN CREATEROLE PASSWORD '{password}'")
+    admin_url = postgres_url.set(username=admin, password=password).render_as_string(hide_password=False)
+    run = await toolhost("db", "init-memory-role", "--role", role, env=cli_env(
+        TOOLHOST_DATABASE_URL=postgres_url.render_as_string(hide_password=False), TOOLHOST_DB_ADMIN_URL=admin_url))
+    assert run.code != 0, run.out
+    assert "temp_file_limit" in run.err and "superuser" in run.err and "GRANT SET ON PARAMETER" in run.err, run.err
+    assert _as_admin(postgres_url, f"SELECT count(*) FROM pg_roles WHERE rolname = '{role}'") == [(0,)]
+    assert _as_admin(postgres_url, "SELECT count(*) FROM memory_query_role") == [(0,)]

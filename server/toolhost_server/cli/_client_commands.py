@@ -1,4 +1,8 @@
-"""The commands that talk to a running server: tools list, tools get, call and reload."""
+"""The commands that talk to a running server: tools list, tools get, call and reload.
+
+Tool descriptions, outputs and failure messages were written by others: on a terminal they are shown with their
+control characters escaped (_terminal_text); into a pipe or a file they go as they are.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from ._arguments import call_arguments
 from ._connection_options import client_security
 from ._errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError, report_error
 from ._output import format_reload, format_table, json_text, one_line, summary_width
+from ._terminal_text import ShownStream, TerminalText
 
 ClientCommand = Callable[[Client, argparse.Namespace], int]
 
@@ -31,7 +36,7 @@ def run_client_command(command: ClientCommand, args: argparse.Namespace) -> int:
         with client:
             return command(client, args)
     except UsageError as exc:
-        print(f"toolhost: {exc}", file=sys.stderr)
+        print(TerminalText.for_stderr()(f"toolhost: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except ToolhostError as exc:
         return report_error(exc, target)
@@ -44,14 +49,16 @@ def tools_list(client: Client, args: argparse.Namespace) -> int:
     full = args.json or args.jsonl
     tools = client.list_tools(platform=args.platform, category=args.category, tags=args.tag or (),
                               provider=args.provider, view="full" if full else "basic")
+    shown = TerminalText.for_stdout()
     if args.jsonl:
         for tool in tools:
-            print(json.dumps(tool.to_dict(), ensure_ascii=False))
+            print(shown.json(json.dumps(tool.to_dict(), ensure_ascii=False)))
         return EXIT_OK
     if args.json:
-        print(json_text([tool.to_dict() for tool in tools]))
+        print(shown.json(json_text([tool.to_dict() for tool in tools])))
         return EXIT_OK
-    rows = [[t.name, t.category, t.platform, t.source, one_line(t.description)] for t in tools]
+    rows = [[shown(t.name), shown(t.category), shown(t.platform), shown(t.source), shown(one_line(t.description))]
+            for t in tools]
     if not rows:
         print("no tools match", file=sys.stderr)
         return EXIT_OK
@@ -64,7 +71,7 @@ def tools_list(client: Client, args: argparse.Namespace) -> int:
 
 def _parameter_rows(tool: ToolInfo) -> list[list[str]]:
     """NAME, TYPE, REQUIRED, DEFAULT, DESCRIPTION of each argument; from the input schema when the tool
-    declares one instead of a parameter list."""
+    declares one instead of a parameter list. As the tool has them: the caller escapes them for a terminal."""
     rows = []
     for p in tool.parameters:
         description = one_line(p.description)
@@ -94,12 +101,13 @@ def _example_command(tool: str, arguments: Mapping[str, Any]) -> str:
 
 def tools_get(client: Client, args: argparse.Namespace) -> int:
     tool = client.get_tool(args.name)
+    shown = TerminalText.for_stdout()
     if args.json:
-        print(json_text(tool.to_dict()))
+        print(shown.json(json_text(tool.to_dict())))
         return EXIT_OK
     width = summary_width()
-    lines = [f"{tool.name} ({tool.display_name}), version {tool.version}"]
-    lines += textwrap.wrap(tool.description, width=max(width - 2, 40), initial_indent="  ",
+    lines = [shown(f"{tool.name} ({tool.display_name}), version {tool.version}")]
+    lines += textwrap.wrap(shown(tool.description), width=max(width - 2, 40), initial_indent="  ",
                            subsequent_indent="  ")
     hints = [name for name, on in dataclasses.asdict(tool.annotations).items() if on]
     facts = [
@@ -112,8 +120,8 @@ def tools_get(client: Client, args: argparse.Namespace) -> int:
         ("annotations", ", ".join(hints) or "-"),
     ]
     lines.append("")
-    lines += [f"  {label + ':':<13}{value}" for label, value in facts]
-    rows = _parameter_rows(tool)
+    lines += [f"  {label + ':':<13}{shown(value)}" for label, value in facts]
+    rows = [[shown(cell) for cell in row] for row in _parameter_rows(tool)]
     lines += ["", "Parameters:"]
     if rows:
         # Wrapped, not cut: this is where a person reads what each parameter means.
@@ -125,8 +133,8 @@ def tools_get(client: Client, args: argparse.Namespace) -> int:
         lines += ["", "Examples:"]
         for example in tool.examples:
             if example.description:
-                lines.append(f"  {example.description}")
-            lines.append(f"    {_example_command(tool.name, example.arguments)}")
+                lines.append(f"  {shown(example.description)}")
+            lines.append(f"    {shown(_example_command(tool.name, example.arguments))}")
     print("\n".join(lines))
     return EXIT_OK
 
@@ -146,14 +154,22 @@ def call(client: Client, args: argparse.Namespace) -> int:
     else:
         result = client.call_tool(args.name, arguments, call_id=args.call_id, **shape)
         if result.stderr:
-            sys.stderr.write(result.stderr if result.stderr.endswith("\n") else result.stderr + "\n")
-        output = result.output
-        if not output and result.structured_output is not None:
-            output = json_text(result.structured_output)
+            stderr = TerminalText.for_stderr()(result.stderr)
+            sys.stderr.write(stderr if stderr.endswith("\n") else stderr + "\n")
+        output = _shown_output(result)
         if output:
             sys.stdout.write(output if output.endswith("\n") else output + "\n")
         sys.stdout.flush()
     return _call_status(result)
+
+
+def _shown_output(result: ToolResult) -> str:
+    """The result's output for stdout (its structured output as JSON when it has no text). On a terminal it is
+    escaped the JSON way whatever the format: a tool's own text is often JSON too, and must still parse."""
+    output = result.output
+    if not output and result.structured_output is not None:
+        output = json_text(result.structured_output)
+    return TerminalText.for_stdout().json(output)
 
 
 def _follow(client: Client, name: str, arguments: Mapping[str, Any], call_id: str | None,
@@ -161,22 +177,23 @@ def _follow(client: Client, name: str, arguments: Mapping[str, Any], call_id: st
     """Stream a call: output chunks to stdout and stderr as they come, progress lines to stderr. `shape` is the
     result's output format and filtering."""
     targets = {"stdout": sys.stdout, "stderr": sys.stderr}
+    chunks = {"stdout": ShownStream(sys.stdout, json=True), "stderr": ShownStream(sys.stderr)}
     # What each stream's chunks ended with; None while none came (a tool that is no process sends none).
     last_byte: dict[str, bytes | None] = {"stdout": None, "stderr": None}
     with client.stream_call(name, arguments, call_id=call_id, **shape) as stream:
         for event in stream:
             if isinstance(event, OutputChunk):
-                targets[event.stream].buffer.write(event.data)
-                targets[event.stream].flush()
+                chunks[event.stream].write(event.data)
                 last_byte[event.stream] = event.data[-1:]
             elif isinstance(event, CallProgress):
                 of = f"/{event.total:g}" if event.total is not None else ""
-                print(f"toolhost: progress {event.progress:g}{of} {event.message}".rstrip(), file=sys.stderr)
+                line = f"toolhost: progress {event.progress:g}{of} {event.message}".rstrip()
+                print(TerminalText.for_stderr()(line), file=sys.stderr)
             else:
-                texts = {"stdout": event.output, "stderr": event.stderr}
-                if not event.output and event.structured_output is not None:
-                    texts["stdout"] = json_text(event.structured_output)
+                texts = {"stdout": _shown_output(event),
+                         "stderr": TerminalText.for_stderr()(event.stderr)}
                 for stream_name, target in targets.items():
+                    chunks[stream_name].close()
                     ending = last_byte[stream_name]
                     text = texts[stream_name] if ending is None else ""
                     if text:
@@ -195,11 +212,13 @@ def _call_status(result: ToolResult) -> int:
     error = result.error
     code, message = (error.code, error.message) if error is not None else ("UNKNOWN", "the tool failed")
     exit_note = f" (exit code {result.exit_code})" if result.exit_code is not None else ""
-    print(f"toolhost: tool {result.tool} failed: {code}: {message}{exit_note}", file=sys.stderr)
+    print(TerminalText.for_stderr()(f"toolhost: tool {result.tool} failed: {code}: {message}{exit_note}"),
+          file=sys.stderr)
     return EXIT_FAILED
 
 
 def reload(client: Client, args: argparse.Namespace) -> int:
     result = client.reload()
-    print("\n".join(format_reload(result)))
+    shown = TerminalText.for_stdout()  # catalog files' problems quote what their authors wrote
+    print("\n".join(shown(line) for line in format_reload(result)))
     return EXIT_OK if result.success else EXIT_FAILED

@@ -20,7 +20,9 @@ def add_db_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     init = commands.add_parser(
         "init-memory-role", help="make the PostgreSQL role that memory_query runs as",
         description="Make (or repair, with a new password) the PostgreSQL login role that memory_query runs as: it "
-                    "may read the memory views and nothing else of toolhost's, read-only, with a statement timeout. "
+                    "may read the memory views and nothing else of toolhost's, read-only, with a statement timeout, "
+                    "work_mem 4MB and temp_file_limit 64MB (which only a superuser, or a user granted SET ON "
+                    "PARAMETER temp_file_limit, may set: memory_query stays off for a role without it). "
                     "An existing role's grants on tables outside the memory schema are revoked; a role that could "
                     "still use one (a grant to PUBLIC, a table it owns) is refused, naming what to revoke. "
                     "Run it once per database, as a user who may create roles; the server's own database_url "

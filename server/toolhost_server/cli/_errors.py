@@ -1,5 +1,6 @@
 """How the command fails: its exit statuses, the usage error argparse cannot catch, and a person's view of a
-gRPC error."""
+gRPC error. A server's message may quote what others wrote (a tool's name, a catalog's text): on a terminal its
+control characters are shown escaped (_terminal_text)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from toolhost import (
 
 from ..errors import unknown_tool_sentence
 from ._output import one_line
+from ._terminal_text import TerminalText
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -29,35 +31,40 @@ class UsageError(Exception):
 
 def report_error(exc: ToolhostError, target: str) -> int:
     """Print one gRPC error for a person and return the exit status it means."""
+    shown = TerminalText.for_stderr()
+
+    def say(text: str) -> None:
+        print(shown(text), file=sys.stderr)
+
     if isinstance(exc, UnavailableError) and exc.reason in (ErrorReason.STORE_UNAVAILABLE,
                                                             ErrorReason.STORE_OUTCOME_UNKNOWN):
         # The server answered: only its database is out of reach. Its message says whether to retry.
-        print(f"toolhost: {exc.code.name}: {exc.message}", file=sys.stderr)
+        say(f"toolhost: {exc.code.name}: {exc.message}")
         return EXIT_FAILED
     if isinstance(exc, UnavailableError):
         if exc.reason == ErrorReason.SHUTTING_DOWN:
-            print(f"toolhost: the server at {target} is shutting down: {exc.message}", file=sys.stderr)
+            say(f"toolhost: the server at {target} is shutting down: {exc.message}")
         else:
-            print(f"toolhost: cannot reach a toolhost server at {target} (is `toolhost serve` running? "
-                  f"--target or TOOLHOST_TARGET picks another): {one_line(exc.message)}", file=sys.stderr)
+            say(f"toolhost: cannot reach a toolhost server at {target} (is `toolhost serve` running? "
+                f"--target or TOOLHOST_TARGET picks another): {one_line(exc.message)}")
         return EXIT_UNREACHABLE
     if isinstance(exc, UnauthenticatedError):
-        print(f"toolhost: {exc.code.name}: {exc.message} (--token-file or TOOLHOST_TOKEN_FILE sends a token, "
-              "--tls-cert and --tls-key a client certificate)", file=sys.stderr)
+        say(f"toolhost: {exc.code.name}: {exc.message} (--token-file or TOOLHOST_TOKEN_FILE sends a token, "
+            "--tls-cert and --tls-key a client certificate)")
         return EXIT_FAILED
     if exc.reason == ErrorReason.TOOL_NOT_FOUND and {"tool", "suggestions"} <= exc.metadata.keys():
         # The server's sentence, but pointing at this command instead of the ListTools RPC.
         suggestions = [name for name in exc.metadata["suggestions"].split(",") if name]
-        print(f"toolhost: {exc.code.name}: {unknown_tool_sentence(exc.metadata['tool'], suggestions)} "
-              "`toolhost tools list` lists every tool available to you.", file=sys.stderr)
+        say(f"toolhost: {exc.code.name}: {unknown_tool_sentence(exc.metadata['tool'], suggestions)} "
+            "`toolhost tools list` lists every tool available to you.")
     elif exc.field_violations:
         # The server's message lists the same problems in one line; one per line reads better.
-        print(f"toolhost: {exc.code.name}: the arguments do not fit the tool (`toolhost tools get` shows its "
-              "parameters):", file=sys.stderr)
+        say(f"toolhost: {exc.code.name}: the arguments do not fit the tool (`toolhost tools get` shows its "
+            "parameters):")
     else:
-        print(f"toolhost: {exc.code.name}: {exc.message}", file=sys.stderr)
+        say(f"toolhost: {exc.code.name}: {exc.message}")
     for violation in exc.field_violations:
-        print(f"  {violation.field or '/'}: {violation.description}", file=sys.stderr)
+        say(f"  {violation.field or '/'}: {violation.description}")
     if isinstance(exc, (InvalidArgumentError, NotFoundError)):
         return EXIT_USAGE
     return EXIT_FAILED

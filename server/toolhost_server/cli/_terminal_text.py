@@ -1,6 +1,7 @@
 """Text that others wrote, made safe to print on a terminal: control characters shown as escapes, not obeyed.
 
-A user tool's description, system prompt and script are written by whoever holds manage_tools. Printed raw, an
+A user tool's description, system prompt and script are written by whoever holds manage_tools; a catalog's tool
+descriptions by whoever writes the catalog; a tool's output and failure message by the tool. Printed raw, an
 ESC or a C1 control starts a sequence the terminal obeys: colours that hide text, a title, OSC 52 that writes the
 reader's clipboard, a carriage return that overwrites the line a reviewer reads. Bidirectional overrides make a
 script read differently from what bash runs ("Trojan Source"). Each of these is shown as an escape instead
@@ -9,6 +10,7 @@ script read differently from what bash runs ("Trojan Source"). Each of these is 
 
 from __future__ import annotations
 
+import codecs
 import re
 import sys
 from typing import TextIO
@@ -29,6 +31,13 @@ def _json_escape(match: re.Match[str]) -> str:
 def escaped(text: str) -> str:
     """`text` with each control character, but \\n and \\t, written as a visible escape."""
     return _UNSAFE.sub(_escape, text)
+
+
+def json_escaped(text: str) -> str:
+    """`text` with the characters `escaped` shows written as JSON escapes (\\u001b) instead: as visible, and JSON
+    text stays JSON that parses to the same values (json.dumps escapes C0 itself, not DEL, C1 or the bidi marks).
+    For text that may be JSON without saying so, such as a tool's output."""
+    return _UNSAFE.sub(_json_escape, text)
 
 
 def is_terminal(stream: TextIO | None = None) -> bool:
@@ -54,10 +63,45 @@ class TerminalText:
     def for_stdout(cls) -> TerminalText:
         return cls(is_terminal())
 
+    @classmethod
+    def for_stderr(cls) -> TerminalText:
+        """For messages to stderr, which may be a terminal while stdout goes to a file, or the other way."""
+        return cls(is_terminal(sys.stderr))
+
     def __call__(self, text: str) -> str:
         return escaped(text) if self.terminal else text
 
     def json(self, text: str) -> str:
-        """JSON text with the characters `escaped` shows written as JSON escapes (\\u001b), so that it stays
-        JSON that parses to the same values; json.dumps escapes C0 itself, not DEL, C1 or the bidi marks."""
-        return _UNSAFE.sub(_json_escape, text) if self.terminal else text
+        """JSON text, or text that may be JSON, shown as `json_escaped` shows it."""
+        return json_escaped(text) if self.terminal else text
+
+
+class ShownStream:
+    """Writes output bytes to `target` as they come: as they are, or, on a terminal, decoded and escaped (the JSON
+    way with `json`: for output that may be JSON).
+
+        shown = ShownStream(sys.stdout, json=True)
+        for data in chunks:
+            shown.write(data)
+        shown.close()
+
+    On a terminal the bytes are read as UTF-8: a character split between two chunks is joined first, and bytes
+    that are no UTF-8 show as U+FFFD (a lone 0x9b byte is a CSI to a terminal that is not in UTF-8 mode).
+    """
+
+    def __init__(self, target: TextIO, json: bool = False) -> None:
+        self._target = target
+        self._escape = json_escaped if json else escaped
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace") if is_terminal(target) else None
+
+    def write(self, data: bytes) -> None:
+        if self._decoder is None:
+            self._target.buffer.write(data)
+        else:
+            self._target.write(self._escape(self._decoder.decode(data)))
+        self._target.flush()
+
+    def close(self) -> None:
+        """Write what an unfinished character at the end left (as U+FFFD)."""
+        if self._decoder is not None:
+            self._target.write(self._escape(self._decoder.decode(b"", final=True)))

@@ -17,6 +17,12 @@ _TIMEOUT_SQLSTATES = ("57014", "55P03")
 _SQLITE_TIMEOUT_WORDS = ("interrupted", "database is locked")
 
 
+# What a database whose reading ran out of memory is told: the reading process's limits, not the server's, and
+# SQLite's heap limit is shared by the SQLite files of one call (a huge one can leave too little for the others).
+TOO_LARGE = ("the schema is too large to read within the memory allowed for the call's SQLite files: read it alone "
+             "with database=NAME, or check that the file is the database meant")
+
+
 def is_timeout(exc: BaseException) -> bool:
     """Whether `exc` is a statement that ran out of its time."""
     original = getattr(exc, "orig", exc)
@@ -31,6 +37,8 @@ def safe_message(exc: BaseException, source: DatabaseSource) -> str:
     already shows (host, port, user, database, file)."""
     if isinstance(exc, SourceUnusable):
         return str(exc)
+    if _is_out_of_memory(exc):
+        return TOO_LARGE
     if is_timeout(exc):
         return ("the database did not answer in time: a writer held it locked, or it is overloaded; try again, "
                 "or name one table with table=NAME")
@@ -63,6 +71,13 @@ def safe_message(exc: BaseException, source: DatabaseSource) -> str:
     if isinstance(exc, sqlalchemy.exc.SQLAlchemyError):
         return "cannot read this database; the server log has the detail"
     return "reading this database failed unexpectedly; the server log has the detail"
+
+
+def _is_out_of_memory(exc: BaseException) -> bool:
+    original = getattr(exc, "orig", exc)
+    if isinstance(original, MemoryError):
+        return True
+    return isinstance(original, sqlite3.Error) and "out of memory" in str(original).lower()
 
 
 def log_failure(logger: logging.Logger, source: DatabaseSource, what: str, exc: BaseException) -> None:

@@ -32,9 +32,11 @@ class RowCount:
 
 
 def count_rows(connection: Connection, tables: Sequence[TableName], clock: StatementClock,
-               on_failure: Callable[[TableName, BaseException], None]) -> dict[TableName, RowCount]:
-    """A RowCount for each of `tables`. A count that fails is reported to `on_failure` and is "unavailable"; once
-    the clock has run out, the remaining tables are "timed_out" without a statement."""
+               on_failure: Callable[[TableName, BaseException], None],
+               estimate_above: int = ESTIMATE_ABOVE_ROWS) -> dict[TableName, RowCount]:
+    """A RowCount for each of `tables`, the planner's estimate where it says more than `estimate_above` rows. A
+    count that fails is reported to `on_failure` and is "unavailable"; once the clock has run out, the remaining
+    tables are "timed_out" without a statement."""
     try:
         estimates = _estimates(connection, tables)
     except sqlalchemy.exc.DBAPIError as exc:
@@ -44,7 +46,7 @@ def count_rows(connection: Connection, tables: Sequence[TableName], clock: State
     counts: dict[TableName, RowCount] = {}
     for name in tables:
         estimate = estimates.get(name)
-        if estimate is not None and estimate > ESTIMATE_ABOVE_ROWS:
+        if estimate is not None and estimate > estimate_above:
             counts[name] = RowCount(estimate, "estimate")
         elif clock.expired():
             counts[name] = RowCount(None, "timed_out")

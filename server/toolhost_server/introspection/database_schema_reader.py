@@ -1,5 +1,6 @@
 """Reads a database's tables (columns, primary key, indexes, foreign keys) through SQLAlchemy's inspector, within
-bounds: at most MAX_TABLES tables and MAX_COLUMNS columns each, every name and default cut at MAX_TEXT_CHARS."""
+bounds: the names of at most MAX_TABLES tables are listed (the rest only counted), at most MAX_COLUMNS columns each
+are described, every name and default cut at MAX_TEXT_CHARS."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import Connection, inspect
 from sqlalchemy.engine import Inspector
+from sqlalchemy.engine.reflection import ObjectKind, ObjectScope
 
 # A schema can hold tens of thousands of tables: the first MAX_TABLES (by schema, then name) are described,
 # the rest counted and named in a note. Each description costs a few catalog queries per table on SQLite.
@@ -20,6 +22,9 @@ MAX_INDEXES = 100  # per table, and as many foreign keys
 # A name, type or default longer than this (a hostile schema's megabyte name) is cut, with "…".
 MAX_TEXT_CHARS = 500
 _CLOSE_NAMES = 5
+# Names compared with a `table` that matches nothing, for suggestions: enough for any real schema, and a bound on
+# the work a hostile one can ask for.
+CLOSE_CANDIDATES = 5000
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -36,37 +41,61 @@ class TableName:
 
 @dataclass
 class TableListing:
-    """Every table of a database, in the order they are shown: the default schema's first."""
+    """The first tables of a database in the order they are shown (the default schema's first, then by schema and
+    name, in byte order), and how many it has in all: a hostile schema's hundred thousand names are counted by
+    the database, never brought into memory."""
 
     names: list[TableName]
+    total: int
     default_schema: str | None
 
-    def matching(self, wanted: str) -> list[TableName]:
-        """The tables `wanted` names: `schema.table`, or a table name in any schema."""
-        return [table for table in self.names if wanted in (table.label, table.name)]
 
-    def close_to(self, wanted: str) -> list[str]:
-        labels = {table.label for table in self.names} | {table.name for table in self.names}
-        return difflib.get_close_matches(wanted, sorted(labels), n=_CLOSE_NAMES)
+# The query's parts, for SQLite and PostgreSQL: which rows of the catalog are tables (SQLAlchemy's get_table_names
+# takes the same: SQLite's own sqlite_* tables and PostgreSQL's pg_* schemas, temporary tables and foreign tables
+# are left out), and the columns that name them.
+_SQLITE_TABLES = "FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite~_%' ESCAPE '~'"
+_POSTGRES_TABLES = ("FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE c.relkind IN ('r', 'p') AND c.relpersistence <> 't' "
+                    "AND left(n.nspname, 3) <> 'pg_' AND n.nspname <> 'information_schema'")
+_POSTGRES_ORDER = 'ORDER BY n.nspname <> current_schema(), n.nspname COLLATE "C", c.relname COLLATE "C"'
+
+
+def list_tables(connection: Connection, limit: int) -> TableListing:
+    """The first `limit` tables, and the number of tables."""
+    if connection.dialect.name != "postgresql":
+        names = [TableName(None, str(name)) for (name,) in connection.exec_driver_sql(
+            f"SELECT name {_SQLITE_TABLES} ORDER BY name LIMIT ?", (limit,))]
+        total = connection.exec_driver_sql(f"SELECT count(*) {_SQLITE_TABLES}").scalar_one()
+        return TableListing(names, int(total), None)
+    names = [TableName(str(schema), str(name)) for schema, name in connection.exec_driver_sql(
+        f"SELECT n.nspname, c.relname {_POSTGRES_TABLES} {_POSTGRES_ORDER} LIMIT %(limit)s", {"limit": limit})]
+    total = connection.exec_driver_sql(f"SELECT count(*) {_POSTGRES_TABLES}").scalar_one()
+    default = connection.exec_driver_sql("SELECT current_schema()").scalar_one()
+    return TableListing(names, int(total), str(default) if default is not None else None)
+
+
+def find_tables(connection: Connection, wanted: str) -> list[TableName]:
+    """The tables `wanted` names: `schema.table`, or a table name in any schema."""
+    if connection.dialect.name != "postgresql":
+        return [TableName(None, str(name)) for (name,) in connection.exec_driver_sql(
+            f"SELECT name {_SQLITE_TABLES} AND name = ? ORDER BY name", (wanted,))]
+    return [TableName(str(schema), str(name)) for schema, name in connection.exec_driver_sql(
+        f"SELECT n.nspname, c.relname {_POSTGRES_TABLES} "
+        "AND (c.relname = %(wanted)s OR n.nspname || '.' || c.relname = %(wanted)s) "
+        f"{_POSTGRES_ORDER} LIMIT %(limit)s", {"wanted": wanted, "limit": MAX_TABLES})]
+
+
+def close_table_names(connection: Connection, wanted: str) -> list[str]:
+    """Up to five table names (or schema.name labels) close to `wanted`, among the first CLOSE_CANDIDATES tables."""
+    listing = list_tables(connection, CLOSE_CANDIDATES)
+    labels = {table.label for table in listing.names} | {table.name for table in listing.names}
+    return difflib.get_close_matches(wanted, sorted(labels), n=_CLOSE_NAMES)
 
 
 @dataclass
 class TableDescriptions:
     tables: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
-
-
-def list_tables(connection: Connection) -> TableListing:
-    inspector = inspect(connection)
-    if connection.dialect.name != "postgresql":
-        return TableListing(sorted(TableName(None, name) for name in inspector.get_table_names()), None)
-    default = inspector.default_schema_name
-    # pg_catalog, pg_toast and the temporary schemas: PostgreSQL reserves the pg_ prefix for itself.
-    schemas = [schema for schema in inspector.get_schema_names()
-               if not schema.startswith("pg_") and schema != "information_schema"]
-    schemas.sort(key=lambda schema: (schema != default, schema))
-    names = [TableName(schema, name) for schema in schemas for name in sorted(inspector.get_table_names(schema))]
-    return TableListing(names, default)
 
 
 def describe_tables(connection: Connection, tables: Sequence[TableName]) -> TableDescriptions:
@@ -76,7 +105,7 @@ def describe_tables(connection: Connection, tables: Sequence[TableName]) -> Tabl
     default_schema = inspector.default_schema_name if connection.dialect.name == "postgresql" else None
     result = TableDescriptions([])
     for schema, names in _by_schema(tables).items():
-        described = _Described.read(inspector, schema, names)
+        described = _Described.read(inspector, connection.dialect.name, schema, names)
         for name in names:
             key = (schema, name)
             declared: dict[str, str] = {}
@@ -125,12 +154,15 @@ class _Described:
     foreign_keys: dict[tuple[str | None, str], list[Any]]
 
     @classmethod
-    def read(cls, inspector: Inspector, schema: str | None, names: list[str]) -> _Described:
+    def read(cls, inspector: Inspector, dialect: str, schema: str | None, names: list[str]) -> _Described:
         # The get_multi_ calls read a whole schema's catalog in one query each on PostgreSQL, not one per table.
-        return cls(dict(inspector.get_multi_columns(schema, filter_names=names)),
-                   dict(inspector.get_multi_pk_constraint(schema, filter_names=names)),
-                   dict(inspector.get_multi_indexes(schema, filter_names=names)),
-                   dict(inspector.get_multi_foreign_keys(schema, filter_names=names)))
+        # On SQLite they would first list every table of the file to filter it by `names` (a hostile file's
+        # hundred thousand): any kind and scope takes the names as given.
+        wide: dict[str, Any] = {"kind": ObjectKind.ANY, "scope": ObjectScope.ANY} if dialect == "sqlite" else {}
+        return cls(dict(inspector.get_multi_columns(schema, filter_names=names, **wide)),
+                   dict(inspector.get_multi_pk_constraint(schema, filter_names=names, **wide)),
+                   dict(inspector.get_multi_indexes(schema, filter_names=names, **wide)),
+                   dict(inspector.get_multi_foreign_keys(schema, filter_names=names, **wide)))
 
 
 def _by_schema(tables: Iterable[TableName]) -> dict[str | None, list[str]]:

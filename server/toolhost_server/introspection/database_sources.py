@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import sqlite3
 import stat
 import urllib.parse
@@ -30,6 +31,13 @@ STORE_NAME = "store"
 
 # SQLite runs this many virtual machine steps between two looks at the clock: well under a millisecond.
 _SQLITE_STEPS_PER_CHECK = 10_000
+# The first 16 bytes of every SQLite database file (a file of size 0 is an empty database, as SQLite creates it).
+SQLITE_HEADER = b"SQLite format 3\x00"
+# Where the kernel shows itself as files, and the filesystem types that do it, wherever they are mounted.
+_KERNEL_DIRECTORIES = ("/proc", "/sys", "/dev")
+_KERNEL_FILESYSTEMS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "debugfs", "tracefs", "securityfs",
+                                 "configfs", "cgroup", "cgroup2", "bpf", "pstore", "efivarfs", "fusectl",
+                                 "binfmt_misc", "mqueue"})
 
 
 class SourceUnusable(Exception):
@@ -144,10 +152,10 @@ def _sqlite_opener(url: URL, clock: StatementClock) -> Callable[[], sqlite3.Conn
     path = _sqlite_path(url)
 
     def open_read_only() -> sqlite3.Connection:
-        _check_regular_file(path)
+        checked = checked_sqlite_file(path)
         # mode=ro: SQLite never creates the file nor writes to it. The path is quoted, so that a '?' or '#' in a
         # file name cannot add URI parameters of its own (mode=rwc).
-        uri = f"file:{urllib.parse.quote(str(path))}?mode=ro"
+        uri = f"file:{urllib.parse.quote(str(checked))}?mode=ro"
         connection = sqlite3.connect(uri, uri=True, timeout=clock.statement_seconds, check_same_thread=False,
                                      isolation_level=None)
         # A name written in another encoding than UTF-8 is shown with replacement characters, not an error.
@@ -171,10 +179,18 @@ def _sqlite_path(url: URL) -> Path:
     return Path(os.path.abspath(database))
 
 
-def _check_regular_file(path: Path) -> None:
-    # Opening a FIFO or a device would block or read forever; a missing file must not be created.
+def checked_sqlite_file(path: Path) -> Path:
+    """`path` with its symbolic links resolved, once it is known to be a SQLite database file: a regular file
+    (opening a FIFO or a device would block or read forever; a missing file must not be created), outside the
+    kernel's own filesystems (/proc/self/environ is a regular file of size 0, which SQLite would take for an
+    empty database), and either empty (a database SQLite has created and not yet written) or starting with
+    SQLite's header."""
+    real = Path(os.path.realpath(path))
+    if _on_kernel_filesystem(real):
+        raise SourceUnusable(f"{path} is a file of the kernel (/proc, /sys, /dev), not a SQLite database: "
+                             "check the URL")
     try:
-        mode = path.stat().st_mode
+        mode = real.stat().st_mode
     except FileNotFoundError:
         raise SourceUnusable(f"the SQLite file {path} does not exist (it is opened read-only, never created): "
                              "check the URL") from None
@@ -182,3 +198,45 @@ def _check_regular_file(path: Path) -> None:
         raise SourceUnusable(f"cannot reach the SQLite file {path}: {exc.strerror}") from None
     if not stat.S_ISREG(mode):
         raise SourceUnusable(f"{path} is not a regular file, so it is not a SQLite database: check the URL")
+    try:
+        # O_NONBLOCK: should a FIFO have taken the file's place since the stat, opening it does not wait.
+        descriptor = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SourceUnusable(f"cannot open the SQLite file {path}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise SourceUnusable(f"{path} is not a regular file, so it is not a SQLite database: check the URL")
+        header = os.read(descriptor, len(SQLITE_HEADER))
+    finally:
+        os.close(descriptor)
+    if header and header != SQLITE_HEADER:
+        raise SourceUnusable(f"{path} does not start with SQLite's header, so it is not a SQLite database: "
+                             "check the URL")
+    return real
+
+
+def _on_kernel_filesystem(path: Path) -> bool:
+    if any(path == Path(top) or Path(top) in path.parents for top in _KERNEL_DIRECTORIES):
+        return True
+    # The same filesystems mounted elsewhere (a container's view of the host's /proc): the longest mount point
+    # above the path says which filesystem holds it.
+    try:
+        mounts = Path("/proc/self/mountinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    holder, holder_type = "", ""
+    for line in mounts:
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split(" ")
+        if len(parts) < 5 or not rest:
+            continue
+        mount_point = _unescaped(parts[4])
+        inside = mount_point == "/" or path == Path(mount_point) or Path(mount_point) in path.parents
+        if inside and len(mount_point) >= len(holder):
+            holder, holder_type = mount_point, rest.split(" ", 1)[0]
+    return holder_type in _KERNEL_FILESYSTEMS
+
+
+def _unescaped(mount_point: str) -> str:
+    """A mountinfo path: space, tab, newline and backslash are written as octal escapes (\\040)."""
+    return re.sub(r"\\([0-7]{3})", lambda found: chr(int(found.group(1), 8)), mount_point)

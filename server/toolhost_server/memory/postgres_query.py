@@ -22,7 +22,7 @@ import psycopg
 import psycopg.errors
 
 from .errors import QueryRefused, QueryTimedOut, QueryUnavailable
-from .postgres_role import reach_outside_memory
+from .postgres_role import TEMP_FILE_LIMIT_KB, WORK_MEM, reach_outside_memory, temp_file_limit_kb
 from .query import MAX_VALUE_BYTES, QueryResult, ResultCollector
 from .table import MemoryTable
 from .views import POSTGRES_SCHEMA
@@ -50,8 +50,9 @@ def run_postgres_query(table: MemoryTable, statement: str, deadline: float, max_
     # What is left once the views are synced, for connecting (bounded by it too) and the query.
     timeout_ms = max(1, int((deadline - time.monotonic()) * 1000))
     parameters["connect_timeout"] = max(1, min(CONNECT_TIMEOUT_SECONDS, timeout_ms // 1000))
+    # work_mem is the role's default too; set here as well, since the role may set it and a default can be changed.
     parameters["options"] = (f"-c search_path={POSTGRES_SCHEMA} -c default_transaction_read_only=on "
-                             f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms}")
+                             f"-c statement_timeout={timeout_ms} -c lock_timeout={timeout_ms} -c work_mem={WORK_MEM}")
     try:
         connection = psycopg.connect(**{key: value for key, value in parameters.items() if value is not None})
     except psycopg.Error as exc:
@@ -64,11 +65,19 @@ def run_postgres_query(table: MemoryTable, statement: str, deadline: float, max_
     watchdog.start()
     try:
         _check_reach(connection, role)
+        _check_temp_file_limit(connection, role)
         return _fetch(connection, statement, max_bytes)
     except psycopg.errors.QueryCanceled:
         raise QueryTimedOut(
             "the query ran past the tool's timeout and was ended; narrow it (a WHERE, a LIMIT, a recursive "
             "CTE that stops)") from None
+    except psycopg.errors.ConfigurationLimitExceeded as exc:
+        if "temp_file_limit" not in str(exc):
+            raise QueryRefused(f"PostgreSQL refused the query: {_first_line(exc)}") from None
+        raise QueryRefused(
+            f"the query needs more than {TEMP_FILE_LIMIT_KB // 1024} MB of temporary space on the database server "
+            "(the rows a DISTINCT, ORDER BY, GROUP BY or CTE keeps beyond memory), the most memory_query gives one; "
+            "narrow it (a WHERE, fewer or shorter columns, ORDER BY with a LIMIT)") from None
     except psycopg.Error as exc:
         if exc.sqlstate is None:
             raise QueryUnavailable(f"the connection to PostgreSQL failed during the query: {_first_line(exc)}") \
@@ -92,6 +101,20 @@ def _check_reach(connection: psycopg.Connection[Any], role: str) -> None:
         raise QueryUnavailable(
             f"memory_query is off: the memory role may use tables outside the memory views, which it must not; the "
             f"operator revokes that (the server log names them) or runs `{SETUP_COMMAND}` again")
+
+
+def _check_temp_file_limit(connection: psycopg.Connection[Any], role: str) -> None:
+    """QueryUnavailable when the role's connections have no temp_file_limit, or a larger one than
+    init-memory-role sets (a role made before it did, a setting changed since): one query could fill the database
+    server's disk with temporary files."""
+    limit = temp_file_limit_kb(connection)
+    if 0 <= limit <= TEMP_FILE_LIMIT_KB:
+        return
+    logger.error("memory_query refused to run: the memory role %s has temp_file_limit %s kB, more than %s kB or none; "
+                 "run `%s` again as a superuser", role, limit, TEMP_FILE_LIMIT_KB, SETUP_COMMAND)
+    raise QueryUnavailable(
+        f"memory_query is off: the memory role has no bound on its temporary files (temp_file_limit); the operator "
+        f"runs `{SETUP_COMMAND}` again as a superuser")
 
 
 def _fetch(connection: psycopg.Connection[Any], statement: str, max_bytes: int) -> QueryResult:

@@ -1,6 +1,7 @@
 """The memory role and schema on PostgreSQL, made once by `toolhost db init-memory-role` as a user who may create
 roles: a LOGIN role that may use the memory schema and read the views granted to it (nothing else of toolhost's),
-whose connections are read-only and time-limited by default; the schema, owned by the server's user so that it
+whose connections are read-only, time-limited and bounded in memory (work_mem) and temporary files
+(temp_file_limit, which only a superuser may set); the schema, owned by the server's user so that it
 creates and drops the views; and the role's password in the memory_query_role table, which only the server's user
 reads. Run again, it changes the password and repairs the grants.
 
@@ -28,6 +29,13 @@ from .views import POSTGRES_SCHEMA
 
 CONNECTION_LIMIT = 20
 DEFAULT_STATEMENT_TIMEOUT = "60s"
+# A query's temporary files on the database server (a DISTINCT, sort or CTE that outgrows WORK_MEM spills to
+# them), in all; past it PostgreSQL ends the query. Only a superuser, or a user granted SET on the parameter, may
+# set it for the role, and the role cannot change it.
+TEMP_FILE_LIMIT_KB = 64 * 1024
+# What a sort or hash table may hold in memory before it spills to temporary files (memory_query also sets it on
+# each connection, where the role may).
+WORK_MEM = "4MB"
 # Relations outside the memory schema (and the catalogs, which every role reads and the SQL gate keeps queries
 # out of) that the role may use in any way, directly, through PUBLIC or as their owner; at most 10 named.
 _REACH = f"""
@@ -66,6 +74,7 @@ def init_memory_role(store: Store, admin_url: URL, role: str) -> str:
     engine = create_store_engine(admin_url)
     try:
         with database_errors(admin_url), engine.begin() as admin:
+            may_set_temp_file_limit = _may_set_temp_file_limit(admin, role)
             created = _create_or_reset_role(admin, role, password)
             _revoke_reach(admin, role)
             preparer = admin.dialect.identifier_preparer
@@ -75,8 +84,10 @@ def init_memory_role(store: Store, admin_url: URL, role: str) -> str:
             admin.execute(sql_text(f"REVOKE ALL ON SCHEMA {POSTGRES_SCHEMA} FROM PUBLIC"))
             admin.execute(sql_text(f"GRANT USAGE ON SCHEMA {POSTGRES_SCHEMA} TO {quoted_role}"))
             for setting, value in (("search_path", POSTGRES_SCHEMA), ("default_transaction_read_only", "on"),
-                                   ("statement_timeout", DEFAULT_STATEMENT_TIMEOUT)):
+                                   ("statement_timeout", DEFAULT_STATEMENT_TIMEOUT), ("work_mem", WORK_MEM)):
                 admin.execute(sql_text(f"ALTER ROLE {quoted_role} SET {setting} = '{value}'"))
+            if may_set_temp_file_limit:
+                admin.execute(sql_text(f"ALTER ROLE {quoted_role} SET temp_file_limit = '{TEMP_FILE_LIMIT_KB}kB'"))
     finally:
         engine.dispose()
     with store.begin() as connection:
@@ -87,6 +98,14 @@ def init_memory_role(store: Store, admin_url: URL, role: str) -> str:
     how = "created" if created else "already existed; its password was changed and its grants repaired"
     return (f"the memory role {role} {how}; the schema {POSTGRES_SCHEMA} belongs to {server_user}, and memory_query "
             "runs as the role from now on")
+
+
+def temp_file_limit_kb(connection: psycopg.Connection[Any]) -> int:
+    """The connection's temp_file_limit in kB (-1: none), as the role's settings made it at login."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setting::bigint FROM pg_catalog.pg_settings WHERE name = 'temp_file_limit'")
+        row = cursor.fetchone()
+    return -1 if row is None else int(row[0])
 
 
 def reach_outside_memory(connection: psycopg.Connection[Any], role: str) -> list[str]:
@@ -116,6 +135,40 @@ def _revoke_reach(admin: Connection, role: str) -> None:
             f"the role {role} may still use {names} outside the memory schema, through grants to PUBLIC or as their "
             f"owner, and memory_query would let a query read them: revoke those (e.g. REVOKE ALL ON TABLE "
             f"{reached[0]} FROM PUBLIC), or choose another --role if it owns them, then run this again")
+
+
+def _may_set_temp_file_limit(admin: Connection, role: str) -> bool:
+    """Whether this user may give the role its temp_file_limit: a superuser, or (PostgreSQL 15 and later) a user
+    granted SET on the parameter. False when it may not but the role has a limit already (set by someone who
+    could); MemoryRoleError, saying who may set it, when neither."""
+    if admin.execute(sql_text("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")).scalar_one():
+        return True
+    # has_parameter_privilege is new in PostgreSQL 15: before it, only a superuser may.
+    version = int(admin.execute(sql_text("SHOW server_version_num")).scalar_one())
+    if version >= 150000 and admin.execute(sql_text(
+            "SELECT has_parameter_privilege('temp_file_limit', 'SET')")).scalar_one():
+        return True
+    settings = admin.execute(sql_text(
+        "SELECT s.setconfig FROM pg_db_role_setting AS s JOIN pg_roles AS r ON r.oid = s.setrole "
+        "WHERE r.rolname = :role AND s.setdatabase = 0"), {"role": role}).scalar()
+    limit = next((_kilobytes(item.partition("=")[2]) for item in settings or ()
+                  if item.startswith("temp_file_limit=")), None)
+    if limit is not None and 0 <= limit <= TEMP_FILE_LIMIT_KB:
+        return False
+    raise MemoryRoleError(
+        f"the memory role needs a temp_file_limit (at most {TEMP_FILE_LIMIT_KB // 1024}MB), so that one query "
+        f"cannot fill the database server's disk with temporary files, and only a superuser may set it: run this "
+        f"as a superuser (--admin-url), or have one run GRANT SET ON PARAMETER temp_file_limit TO <this user> "
+        f"(PostgreSQL 15 and later) or ALTER ROLE {role} SET temp_file_limit = '{TEMP_FILE_LIMIT_KB // 1024}MB', "
+        f"then run this again")
+
+
+def _kilobytes(value: str) -> int | None:
+    """A temp_file_limit as ALTER ROLE stored it ('65536kB', '64MB', '1GB', '-1') in kB; None if unreadable."""
+    match = re.fullmatch(r"\s*(-?\d+)\s*(kB|MB|GB|TB)?\s*", value)
+    if match is None:
+        return None
+    return int(match[1]) * {"kB": 1, "MB": 1024, "GB": 1024 ** 2, "TB": 1024 ** 3}[match[2] or "kB"]
 
 
 def _create_or_reset_role(admin: Connection, role: str, password: str) -> bool:

@@ -25,6 +25,7 @@ import functools
 import logging
 import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Iterable, Iterator
@@ -42,6 +43,7 @@ _STRAY_AGE_SECONDS: Final = 0.2
 # reaps them, so they are never waitpid()ed here, and other calls never take them for their own.
 spawned_leaders: set[int] = set()
 _spawns_in_progress = 0
+_spawns_lock = threading.Lock()
 
 
 @contextlib.contextmanager
@@ -52,11 +54,15 @@ def spawning() -> Iterator[None]:
     so unrecognised zombies are left to a later sweep.
     """
     global _spawns_in_progress
-    _spawns_in_progress += 1
+    # Spawns happen on the event loop and in worker threads (memory_query's, database_schema's): a lock, since
+    # `+=` is a read and a write another thread may come between.
+    with _spawns_lock:
+        _spawns_in_progress += 1
     try:
         yield
     finally:
-        _spawns_in_progress -= 1
+        with _spawns_lock:
+            _spawns_in_progress -= 1
 
 
 @functools.cache

@@ -7,13 +7,16 @@ The forms of config files, command lines, query strings, headers, JSON and PHP/R
     password: "two words"           -> password: "[REDACTED]"
     {"client_secret": "s3"}         -> {"client_secret": "[REDACTED]"}
     {\\"token\\": \\"s3\\"}             -> {\\"token\\": \\"[REDACTED]\\"}   (JSON inside a JSON string)
+    {"metrics_token": 7}            -> {"metrics_token": "[REDACTED]"}   (a JSON literal: still JSON)
+    {\\"pin_token\\": null}           -> {\\"pin_token\\": \\"[REDACTED]\\"}
     'auth_key' => 'abc'             -> 'auth_key' => '[REDACTED]'
     ?access_token=abc&page=2        -> ?access_token=[REDACTED]&page=2
     Authorization: Basic dXNlcjpw   -> Authorization: Basic [REDACTED]
     max_tokens=512, token_count: 7  -> kept (not secret names)
 
 An unquoted value ends at whitespace or `"',;&<>`; a quoted one at its closing quote or the end of the
-line (a value cut off by truncation is still hidden).
+line (a value cut off by truncation is still hidden). Under a double-quoted JSON key, a number, true, false
+or null becomes a JSON string, where a bare [REDACTED] would leave text that no longer parses.
 """
 
 from __future__ import annotations
@@ -21,19 +24,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .base import Sanitizer, SanitizerSettings, Span
+from .base import REDACTED, ReplacedSpan, Sanitizer, SanitizerSettings, Span
 from .keys import MAX_NAME_LENGTH
 
 _NAME_CHARS = re.compile(r"[A-Za-z0-9_.\-]*")
 _AFTER_NAME = re.compile(
-    r"""\\?["']?[ \t]*(?:=>|:=|[:=])[ \t]*(?:"""
+    r"""(?P<quote>\\?["']?)[ \t]*(?P<separator>=>|:=|[:=])[ \t]*(?:"""
     r"""\\"(?P<escaped>(?:[^"\\\n]|\\(?!"))*)"""  # \"value\" : JSON text inside a JSON string
     r"""|"(?P<double>(?:[^"\\\n]|\\.)*)"""
     r"""|'(?P<single>[^'\n]*)"""
-    r"""|(?:(?:basic|bearer|digest|negotiate|token)[ \t]+)?(?P<bare>[^\s"',;&<>]+))""",
+    r"""|(?P<scheme>(?:basic|bearer|digest|negotiate|token)[ \t]+)?(?P<bare>[^\s"',;&<>]+))""",
     re.IGNORECASE | re.ASCII,
 )
 _VALUE_GROUPS = ("escaped", "double", "single", "bare")
+# A bare value that is a JSON number or literal (or the NaN and Infinity Python's json writes), then only what may
+# close it: brackets, and inside a JSON string the escapes \n \r \t. Anything else and the value is no JSON; it is
+# then hidden whole as before, so that no character of a secret that merely starts with digits is given back.
+_JSON_LITERAL = re.compile(
+    r"(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|true|false|null|NaN|-?Infinity)(?:[}\]]|\\[nrt])*")
 
 
 def _name_length(text: str, at: int) -> int:
@@ -73,6 +81,13 @@ class AssignmentSanitizer(Sanitizer):
         match = _AFTER_NAME.match(text, end)
         if match is None:
             return end
+        quote = match.group("quote")
+        if match.group("bare") and not match.group("scheme") and quote in ('"', '\\"') \
+                and match.group("separator") == ":" and text.startswith(quote, start - len(quote)):
+            literal = _JSON_LITERAL.fullmatch(text, *match.span("bare"))
+            if literal is not None:
+                spans.append(ReplacedSpan(*literal.span(1), f"{quote}{REDACTED}{quote}"))
+                return match.end()
         for group in _VALUE_GROUPS:
             if match.group(group):
                 spans.append(match.span(group))

@@ -13,7 +13,36 @@ REDACTED = "[REDACTED]"
 """What every secret is replaced with, whatever its type or length (so its length leaks nothing either)."""
 
 Span = tuple[int, int]
-"""A secret's place in a text: `text[start:end]`."""
+"""A secret's place in a text: `text[start:end]`, replaced with REDACTED (or a ReplacedSpan's replacement)."""
+
+
+class ReplacedSpan(tuple[int, int]):
+    """A Span whose secret takes `replacement` instead of REDACTED, where REDACTED alone would break the syntax
+    around it: the JSON number in `{"token": 5}` becomes the JSON string `"[REDACTED]"`, so the text stays JSON.
+
+    It unpacks as `start, end` like any Span. A span made of more or less than it (merged with an overlapping
+    one, cut at a stream's edge) is a plain Span again: the replacement stood for exactly this text.
+    """
+
+    replacement: str
+
+    def __new__(cls, start: int, end: int, replacement: str) -> ReplacedSpan:
+        span = super().__new__(cls, (start, end))
+        span.replacement = replacement
+        return span
+
+
+def replacement_of(span: Span) -> str:
+    """What replaces the secret at `span`."""
+    return span.replacement if isinstance(span, ReplacedSpan) else REDACTED
+
+
+def clipped(span: Span, start: int, end: int) -> Span:
+    """The part of `span` inside [start, end), relative to `start`; a ReplacedSpan wholly inside stays one."""
+    low, high = span
+    if isinstance(span, ReplacedSpan) and start <= low and high <= end:
+        return ReplacedSpan(low - start, high - start, span.replacement)
+    return max(low, start) - start, min(high, end) - start
 
 T = TypeVar("T")
 
@@ -44,8 +73,9 @@ class Sanitizer(ABC):
       - `__init__(settings)` builds the sanitizer once, when the server builds its Redactor. Invalid
         settings raise ValueError with a message that says why and never contains a secret.
       - `find(text, folded)` returns the spans of `text` that are secret, in any order, overlapping or
-        not; the Redactor merges them and replaces each with REDACTED. `folded` is `text` with its ASCII
-        letters lowercased and the same length, so a position found in one is the same in the other.
+        not; the Redactor merges them and replaces each with REDACTED, or with a ReplacedSpan's own
+        replacement. `folded` is `text` with its ASCII letters lowercased and the same length, so a
+        position found in one is the same in the other.
       - `exact_triggers` / `folded_triggers`: substrings one of which occurs (in `text`, resp. in
         `folded`) whenever `find` would find anything. The Redactor looks for them in the JSON text of
         a whole structure and only checks the strings that hold one, which is what keeps the common,

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .base import REDACTED, RedactionResult, Sanitizer, SanitizerSettings, Span
+from .base import REDACTED, RedactionResult, ReplacedSpan, Sanitizer, SanitizerSettings, Span, replacement_of
 from .discovery import sanitizer_classes
 from .keys import SecretKeyRule
 from .structure import (
@@ -200,26 +200,35 @@ def _many(values: Iterable[str], name: str) -> tuple[str, ...]:
 
 
 def _merge(text: str, spans: list[Span]) -> list[Span]:
-    """Sorted spans with overlapping or touching ones joined; what is already REDACTED is left alone."""
+    """Sorted spans with overlapping or touching ones joined; what is already REDACTED is left alone.
+
+    A ReplacedSpan keeps its replacement when what it is joined with lies inside it (a known value that is
+    part of a number under a secret key); joined into something larger, it is plain.
+    """
     merged: list[Span] = []
-    for start, end in sorted(spans):
+    for span in sorted(spans):
+        start, end = span
         if end <= start or text[start:end] == REDACTED:
             continue
         if merged and start <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
+            last = merged[-1]
+            if start == last[0] and (end > last[1] or (end == last[1] and isinstance(span, ReplacedSpan))):
+                merged[-1] = span  # it covers all that was joined so far
+            elif end > last[1]:
+                merged[-1] = (last[0], end)
         else:
-            merged.append((start, end))
+            merged.append(span)
     return merged
 
 
 def replace_spans(text: str, spans: Sequence[Span]) -> str:
-    """`text` with each of the sorted, disjoint `spans` replaced by REDACTED."""
+    """`text` with each of the sorted, disjoint `spans` replaced by REDACTED (or its own replacement)."""
     parts = []
     position = 0
-    for start, end in spans:
+    for span in spans:
+        start, end = span
         parts.append(text[position:start])
-        parts.append(REDACTED)
+        parts.append(replacement_of(span))
         position = end
     parts.append(text[position:])
     return "".join(parts)

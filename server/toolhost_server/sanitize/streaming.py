@@ -18,7 +18,7 @@ allows, rather than letting memory grow without limit.
 
 from __future__ import annotations
 
-from .base import Span
+from .base import Span, clipped
 from .redactor import Redactor, replace_spans
 
 MIN_HOLD = 4096
@@ -112,7 +112,7 @@ class StreamRedactor:
 
 def _clip(spans: list[Span], start: int, end: int) -> list[Span]:
     """The parts of `spans` inside [start, end), relative to `start`."""
-    return [(max(low, start) - start, min(high, end) - start) for low, high in spans if low < end and high > start]
+    return [clipped(span, start, end) for span in spans if span[0] < end and span[1] > start]
 
 
 def _safe_cut(buffer: str, cut: int, spans: list[Span]) -> int:

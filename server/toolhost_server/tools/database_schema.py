@@ -23,8 +23,10 @@ class DatabaseSchemaTool(Tool):
         "dialect, URL (password shown as [REDACTED]), server version, table count and tables: columns (type, "
         "nullable, default), primary key, indexes and foreign keys, and with row_counts each table's row_count "
         "and row_count_kind (exact, estimate above a million rows, timed_out, unavailable). A database that "
-        "cannot be read is an entry with `error`; the others still answer. Large schemas are cut, with a note in "
-        "summary.notes. NOT_FOUND, listing close names, for an unknown database or table.")
+        "cannot be read, or does not answer within the call's time (\"timed out\"), is an entry with `error`; "
+        "the others still answer. Large schemas are cut, with a note in summary.notes. NOT_FOUND, listing close "
+        "names, for an unknown database or table. Four calls read at once per server: another is "
+        "RESOURCE_EXHAUSTED, to retry in a moment.")
     category = "diagnostics"
     tags = ("introspection", "diagnostics", "database")
     # Schemas show what data a deployment keeps and where its databases are: admins only.

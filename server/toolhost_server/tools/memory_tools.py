@@ -181,8 +181,10 @@ class MemoryQuery(_MemoryTool):
         "the memory views can be read, and only aggregates, window functions and common text, number, date and "
         "JSON functions called; writes, other tables, catalogs, several statements, ATTACH, PRAGMA and file "
         "functions are INVALID_ARGUMENT. At most 1000 rows and the server's max_output_bytes of JSON (truncated "
-        "and note say when and why it was cut); a value over 64 KiB fails the query; the query is ended at the "
-        "tool's timeout. Two run at once per server: another is RESOURCE_EXHAUSTED, to retry in a moment. "
+        "and note say when and why it was cut); a value over 64 KiB fails the query, and so does one that needs "
+        "more temporary space for its sorting, grouping or DISTINCT than the server gives (SQLite: 128 MB of "
+        "memory and 200 million steps; PostgreSQL: 64 MB of temporary files); the query is ended at the tool's "
+        "timeout. Two run at once per server: another is RESOURCE_EXHAUSTED, to retry in a moment. "
         f"{_SHARED}")
     parameters = (Parameter("sql", "string", "One SELECT (or WITH ... SELECT) over the memory views.",
                             required=True, schema={"minLength": 1, "maxLength": MAX_SQL_CHARS}),)
