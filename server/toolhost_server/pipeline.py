@@ -323,8 +323,7 @@ class CallPipeline:
                     events = RedactingEvents(redactor, deliver) if deliver is not None else None
                     outcome = await tool.runner.run(Invocation(
                         tool.spec, arguments, call_id, budget, request.hops, untraced, events, credentials,
-                        request.result_format, caller=request.caller.name,
-                        caller_method=request.caller.method.value, authenticated_caller=request.caller))
+                        request.result_format, caller=request.caller))
         except TimeoutError:
             if caller_limit is not None and caller_limit <= tool_limit:
                 raise CallerDeadlineExceeded(

@@ -85,12 +85,8 @@ class Invocation:
     events: CallEvents | None = None
     credentials: ResolvedCredentials = NO_CREDENTIALS
     result_format: ResultFormat = DEFAULT_RESULT_FORMAT
-    # The authenticated caller's name (its identity): a Python tool gets it as ToolContext.caller.
-    caller: str = ""
-    # How the caller authenticated (AuthMethod's value): ToolContext.caller_method.
-    caller_method: str = ""
-    # The caller with its rights: ToolContext.authenticated_caller.
-    authenticated_caller: Caller | None = None
+    # The authenticated caller with its rights: a Python tool gets it as ToolContext.authenticated_caller.
+    caller: Caller | None = None
 
 
 def _sync_tool_slots() -> threading.Semaphore:

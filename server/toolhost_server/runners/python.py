@@ -121,9 +121,7 @@ class PythonRunner(Runner):
             events=invocation.events,
             credentials=invocation.credentials,
             services=self._services,
-            caller=invocation.caller,
-            caller_method=invocation.caller_method,
-            authenticated_caller=invocation.authenticated_caller,
+            authenticated_caller=invocation.caller,
         )
         arguments = dict(invocation.arguments)
         try:

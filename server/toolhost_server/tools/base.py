@@ -87,14 +87,21 @@ class ToolContext:
     # context.credentials["winrm"]["password"]. Never log or return them; the server redacts them anyway.
     credentials: ResolvedCredentials = NO_CREDENTIALS
     services: ToolServices = NO_SERVICES
-    # The authenticated caller's name ("" outside a call). Two callers may share a name through different
-    # methods (a token and a certificate both named alice): data kept per caller is keyed by both.
-    caller: str = ""
-    # How the caller authenticated: "token", "mtls", "anonymous" or "trusted_unix_socket".
-    caller_method: str = ""
     # The caller itself, with its rights: for a tool that asks the core to act for it (tool_create); None
-    # outside a call.
+    # outside a call. `caller` and `caller_method` read its name and method.
     authenticated_caller: Caller | None = None
+
+    @property
+    def caller(self) -> str:
+        """The authenticated caller's name ("" outside a call). Two callers may share a name through different
+        methods (a token and a certificate both named alice): data kept per caller is keyed by both."""
+        return self.authenticated_caller.name if self.authenticated_caller is not None else ""
+
+    @property
+    def caller_method(self) -> str:
+        """How the caller authenticated: "token", "mtls", "anonymous" or "trusted_unix_socket" ("" outside a
+        call)."""
+        return self.authenticated_caller.method.value if self.authenticated_caller is not None else ""
 
     def report_progress(self, progress: float, total: float | None = None, message: str = "") -> None:
         """Tell a streaming caller how far the tool got (in its own unit; `total` when known). Callable from
