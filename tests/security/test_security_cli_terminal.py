@@ -1,8 +1,9 @@
-"""`toolhost tools list`, `tools get` and `call` print what others wrote (a user tool's description, a tool's
-output, its failure message, a server's error) to a person's terminal. Terminal escapes in it (clear the screen,
-set the title, OSC 52 writes the clipboard, a C1 CSI, a carriage return that overwrites the line, a right-to-left
-override) must arrive as visible escapes there, JSON must still parse, and a pipe must get every byte as it was.
-The commands run as real children against a real server; their terminals are real pseudo-terminals."""
+"""`toolhost tools list`, `tools get`, `call`, `instructions`, `logs` and `catalog validate` print what others
+wrote (a user tool's description, a tool's output, its failure message, a server's error, a log line, a catalog
+file's name) to a person's terminal. Terminal escapes in it (clear the screen, set the title, OSC 52 writes the
+clipboard, a C1 CSI, a carriage return that overwrites the line, a right-to-left override) must arrive as visible
+escapes there, JSON must still parse, and a pipe must get every byte as it was. The commands run as real children
+against a real server; their terminals are real pseudo-terminals."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from toolhost_server.cli._terminal_text import ShownStream
 from helpers.catalogs import write_tool
 from helpers.cli import Run, cli_env
 from helpers.cli import toolhost as toolhost_piped
-from helpers.servers import RunningServer, ServerFactory
+from helpers.servers import RunningServer, ServerFactory, ServerProcess
 from helpers.terminal import toolhost_on_terminals
 
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x07\x9b31m\rok\u202e"
@@ -186,3 +187,46 @@ def test_a_character_split_between_chunks_is_joined_and_broken_bytes_are_no_csi(
             os.close(follower)
         os.close(leader)
     assert written.decode() == "a\\u009bb \ufffdc\n\ufffd"
+
+
+# --- instructions, logs and catalog validate -------------------------------------------------------------------
+
+async def test_instructions_on_a_terminal_escape_a_tools_text_and_a_pipe_gets_it_as_written(
+        env: dict[str, str]) -> None:
+    run = await toolhost_on_terminals("instructions", "--provider", "claude_code", env=env, stderr=False)
+    assert run.code == 0, run.err
+    assert_no_control(run.out)
+    assert "Looks harmless." + ESCAPED in run.out
+    piped = await toolhost_piped("instructions", "--provider", "claude_code", env=env)
+    assert "Looks harmless." + HOSTILE in piped.out
+
+
+async def test_logs_on_a_terminal_escape_a_hostile_path_the_server_logged(tmp_path: Path) -> None:
+    # Whoever names a directory chooses its bytes; `toolhost serve` logs the catalog directories it scans.
+    catalog = tmp_path / f"catalog{HOSTILE}"
+    catalog.mkdir()
+    server = ServerProcess("--catalog-dir", str(catalog))
+    try:
+        await server.start()
+        env = cli_env(TOOLHOST_TARGET=server.target)
+        run = await toolhost_on_terminals("logs", "--grep", "Scanning catalog directory", env=env, stderr=False)
+        piped = await toolhost_piped("logs", "--grep", "Scanning catalog directory", env=env)
+    finally:
+        await server.stop()
+    assert run.code == 0, run.err
+    assert_no_control(run.out)
+    assert f"catalog{ESCAPED}" in run.out, run.out
+    assert f"catalog{HOSTILE}" in piped.out
+
+
+async def test_catalog_validate_on_a_terminal_escapes_the_catalogs_text(tmp_path: Path) -> None:
+    # The file's name is the catalog writer's: a problem is reported under it.
+    catalog = tmp_path / "hostile-catalog"
+    catalog.mkdir()
+    (catalog / f"bad{HOSTILE}.yaml").write_text("name: [unclosed\n")
+    run = await toolhost_on_terminals("catalog", "validate", str(catalog), env=cli_env(), stderr=False)
+    assert run.code != 0
+    assert_no_control(run.out)
+    assert f"bad{ESCAPED}.yaml" in run.out, run.out
+    piped = await toolhost_piped("catalog", "validate", str(catalog), env=cli_env())
+    assert f"bad{HOSTILE}.yaml" in piped.out

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ._errors import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from ._output import plural
+from ._terminal_text import TerminalText
 
 if TYPE_CHECKING:
     from ..model import ToolSpec
@@ -40,9 +41,11 @@ def catalog_validate(args: argparse.Namespace) -> int:
     loader = ToolLoader(directories, (), RunnerSettings(pipeline_target=args.pipeline_target), entrypoints)
     result = loader.load()
     problems = [p for p in result.problems if _within(p.file, directories)]
+    # File names and problems quote the catalog's own text: escaped on a terminal.
+    shown = TerminalText.for_stdout()
     for problem in problems:
         where = f"{problem.file}:{problem.line}" if problem.line else problem.file
-        print(f"{where}: {problem.reason}")
+        print(shown(f"{where}: {problem.reason}"))
     tools = [tool for tool in (result.tools or {}).values() if _within(tool.spec.origin, directories)]
     warnings = _print_warnings(tool.spec for tool in tools)
     summary = f"{plural(len(tools), 'tool')} OK"
@@ -67,6 +70,6 @@ def _print_warnings(specs: Iterable[ToolSpec]) -> int:
             except (OSError, UnicodeDecodeError):
                 line = 0  # changed or gone since the load: the file is still worth naming
             where = f"{spec.origin}:{line}" if line else spec.origin
-            print(f"{where}: warning: tool {spec.name!r}: {warning.message}")
+            print(TerminalText.for_stdout()(f"{where}: warning: tool {spec.name!r}: {warning.message}"))
             count += 1
     return count

@@ -8,6 +8,7 @@ import sys
 from toolhost import Client
 
 from ._errors import EXIT_OK
+from ._terminal_text import TerminalText
 
 
 def add_instructions_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -25,6 +26,7 @@ def add_instructions_parser(sub: argparse._SubParsersAction[argparse.ArgumentPar
 
 def instructions(client: Client, args: argparse.Namespace) -> int:
     block = client.get_instructions(args.provider)
-    # As the server wrote it, byte for byte: it is meant to be pasted into a prompt, or compared.
-    sys.stdout.write(block.markdown)
+    # As the server wrote it, byte for byte, into a file or a pipe: it is meant to be pasted into a prompt, or
+    # compared. On a terminal its tools' texts (written by whoever manages tools) are escaped.
+    sys.stdout.write(TerminalText.for_stdout()(block.markdown))
     return EXIT_OK

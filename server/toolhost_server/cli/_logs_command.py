@@ -12,6 +12,7 @@ from toolhost import Client, LogEntry, LogSummary
 
 from ..logs.time_bounds import parse_time_bound
 from ._errors import EXIT_OK, EXIT_USAGE
+from ._terminal_text import TerminalText
 
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -62,8 +63,11 @@ def logs(client: Client, args: argparse.Namespace) -> int:
 
 
 def _print(entries: Iterable[LogEntry], as_json: bool, flush: bool) -> None:
+    # Log messages quote what callers and tools sent: escaped on a terminal (_terminal_text).
+    shown = TerminalText.for_stdout()
     for entry in entries:
-        print(json.dumps(entry.to_dict(), ensure_ascii=False) if as_json else format_entry(entry), flush=flush)
+        line = shown.json(json.dumps(entry.to_dict(), ensure_ascii=False)) if as_json else shown(format_entry(entry))
+        print(line, flush=flush)
 
 
 def format_entry(entry: LogEntry) -> str:
@@ -76,7 +80,8 @@ def format_entry(entry: LogEntry) -> str:
 
 
 def _report(summary: LogSummary) -> None:
+    shown = TerminalText.for_stderr()
     for source, reason in sorted(summary.unavailable.items()):
-        print(f"toolhost: the {source} log reader is unavailable: {reason}", file=sys.stderr)
+        print(shown(f"toolhost: the {source} log reader is unavailable: {reason}"), file=sys.stderr)
     for note in summary.notes:
-        print(f"toolhost: {note}", file=sys.stderr)
+        print(shown(f"toolhost: {note}"), file=sys.stderr)
