@@ -181,7 +181,7 @@ async def test_where_user_tools_would_run_as_the_server_itself_none_is_served_an
     for _ in range(2):
         report = await server.toolhost.reload(ANONYMOUS, "test")
         [problem] = [p for p in report.problems if p.file == "user tools"]
-        assert problem.reason.startswith("1 enabled user tools are not served: user tools would run as the "
+        assert problem.reason.startswith("1 enabled user tool is not served: user tools would run as the "
                                          "server's own user")
     assert len([r for r in caplog.records if "serving none of the" in r.getMessage()]) == 1
     assert "probe" not in server.toolhost.registry.snapshot

@@ -100,8 +100,8 @@ class UserToolServing:
                 compiled[record.slug] = (record, tool)
                 tools[record.slug] = tool
         if refused:
-            problems.append(CatalogProblem("user tools", 0, f"{refused} enabled user tools are not served: "
-                                                            f"{self.refusal}"))
+            counted = "1 enabled user tool is" if refused == 1 else f"{refused} enabled user tools are"
+            problems.append(CatalogProblem("user tools", 0, f"{counted} not served: {self.refusal}"))
             if not self._refusal_logged:
                 self._refusal_logged = True
                 logger.warning("user tools: serving none of the %d enabled: %s", refused, self.refusal)
