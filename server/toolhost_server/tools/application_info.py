@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..model import Annotations, Example
-from .base import Tool, ToolContext, ToolRaisedFailure, ToolServices
+from ..model import Example
+from .introspection_tool import IntrospectionTool
 
-NO_INTROSPECTION = "the server offers no view of itself here (offline validation)"
+if TYPE_CHECKING:
+    from ..introspection.service import ServerIntrospection
 
 
-class ApplicationInfoTool(Tool):
+class ApplicationInfoTool(IntrospectionTool):
     name = "application_info"
     display_name = "Application Info"
     description = (
@@ -21,19 +22,7 @@ class ApplicationInfoTool(Tool):
         "source and category. Returns those under version, python, libraries, platform, process, addresses, "
         "catalog_dirs and tools, and a summary (tool count, generation, notes on what could not be told). The "
         "counts are the server's, including tools hidden from the caller (numbers, never their names).")
-    category = "diagnostics"
-    tags = ("introspection", "diagnostics")
-    # Paths, users, addresses and versions help an attacker aim: admins only.
-    requires_admin = True
     examples = (Example("Everything about the server", {}),)
-    annotations = Annotations(read_only=True, idempotent=True)
 
-    @classmethod
-    def unserved_because(cls, services: ToolServices) -> str:
-        return "" if services.introspection is not None else NO_INTROSPECTION
-
-    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
-        introspection = context.services.introspection
-        if introspection is None:
-            raise ToolRaisedFailure(NO_INTROSPECTION, "UNAVAILABLE")
+    async def inspect(self, introspection: ServerIntrospection, arguments: Mapping[str, Any]) -> dict[str, Any]:
         return introspection.application()

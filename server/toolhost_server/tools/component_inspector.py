@@ -4,15 +4,16 @@ store, tracing, auth, watcher, HTTP app, search index, workspaces, user tools...
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..introspection.names import NameNotFound
-from ..model import Annotations, Example, Parameter
-from .application_info import NO_INTROSPECTION
-from .base import Tool, ToolContext, ToolRaisedFailure, ToolServices
+from ..model import Example, Parameter
+from .introspection_tool import IntrospectionTool
+
+if TYPE_CHECKING:
+    from ..introspection.service import ServerIntrospection
 
 
-class ComponentInspectorTool(Tool):
+class ComponentInspectorTool(IntrospectionTool):
     name = "component_inspector"
     display_name = "Component Inspector"
     description = (
@@ -24,10 +25,6 @@ class ComponentInspectorTool(Tool):
         "state and a one-line detail; with it, that component with its properties. The summary counts the "
         "states and notes the parts that could not be read. NOT_FOUND lists the component names. Tool counts "
         "are the server's, including tools hidden from the caller (numbers, never their names).")
-    category = "diagnostics"
-    tags = ("introspection", "diagnostics")
-    # Paths, users, auth modes and what is unavailable tell an attacker where to push: admins only.
-    requires_admin = True
     parameters = (
         Parameter("component", "string", "One component's name, as the list shows it (store, runner.process, "
                   "log_reader.file, credentials.directory...).",
@@ -37,17 +34,6 @@ class ComponentInspectorTool(Tool):
         Example("Every component and its state", {}),
         Example("The store's engine and schema version", {"component": "store"}),
     )
-    annotations = Annotations(read_only=True, idempotent=True)
 
-    @classmethod
-    def unserved_because(cls, services: ToolServices) -> str:
-        return "" if services.introspection is not None else NO_INTROSPECTION
-
-    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
-        introspection = context.services.introspection
-        if introspection is None:
-            raise ToolRaisedFailure(NO_INTROSPECTION, "UNAVAILABLE")
-        try:
-            return await introspection.components(arguments.get("component", ""))
-        except NameNotFound as exc:
-            raise ToolRaisedFailure(str(exc), "NOT_FOUND") from None
+    async def inspect(self, introspection: ServerIntrospection, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return await introspection.components(arguments.get("component", ""))

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..introspection.names import NameNotFound
-from ..model import Annotations, Example, Parameter
-from .application_info import NO_INTROSPECTION
-from .base import Tool, ToolContext, ToolRaisedFailure, ToolServices
+from ..model import Example, Parameter
+from .introspection_tool import IntrospectionTool
+
+if TYPE_CHECKING:
+    from ..introspection.service import ServerIntrospection
 
 
-class ConfigAccessTool(Tool):
+class ConfigAccessTool(IntrospectionTool):
     name = "config_access"
     display_name = "Config Access"
     description = (
@@ -21,10 +22,7 @@ class ConfigAccessTool(Tool):
         "TOOLHOST_STORE_KEY is set) shows [REDACTED]. `key` narrows to one setting or a part of its value, dotted: "
         "log_level, workspaces.0.path, databases.analytics. Returns `settings` and a summary (counts by source, "
         "notes). NOT_FOUND names the keys that exist where `key` goes wrong.")
-    category = "diagnostics"
     tags = ("introspection", "diagnostics", "configuration")
-    # Paths, addresses and which protections are off help an attacker aim: admins only.
-    requires_admin = True
     parameters = (
         Parameter("key", "string", "One setting (log_level) or a part of its value, dotted (workspaces.0.path, "
                   "databases.analytics).",
@@ -35,17 +33,6 @@ class ConfigAccessTool(Tool):
         Example("One setting", {"key": "log_level"}),
         Example("The path of the first workspace", {"key": "workspaces.0.path"}),
     )
-    annotations = Annotations(read_only=True, idempotent=True)
 
-    @classmethod
-    def unserved_because(cls, services: ToolServices) -> str:
-        return "" if services.introspection is not None else NO_INTROSPECTION
-
-    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
-        introspection = context.services.introspection
-        if introspection is None:
-            raise ToolRaisedFailure(NO_INTROSPECTION, "UNAVAILABLE")
-        try:
-            return introspection.settings(arguments.get("key", ""))
-        except NameNotFound as exc:
-            raise ToolRaisedFailure(str(exc), "NOT_FOUND") from None
+    async def inspect(self, introspection: ServerIntrospection, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return introspection.settings(arguments.get("key", ""))
