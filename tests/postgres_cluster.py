@@ -27,6 +27,8 @@ import psycopg
 import pytest
 from sqlalchemy import URL
 
+from toolhost_server.store.engine import sqlite_file_url
+
 POSTGRES_BIN = Path(os.environ.get("TOOLHOST_TEST_POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
 SUPERUSER = "postgres"
 # The params of a fixture that gives each test both databases: PostgreSQL's runs are marked slow (they need the
@@ -145,3 +147,14 @@ def postgres_url(postgres_cluster: PostgresCluster) -> Iterator[URL]:
     name = postgres_cluster.create_database()
     yield postgres_cluster.url(name)
     postgres_cluster.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
+    """An empty store database, once each kind: a SQLite file in a data dir (0700, as the server makes it), or a
+    new database of the test session's PostgreSQL."""
+    if request.param == "sqlite":
+        (tmp_path / "data").mkdir(mode=0o700)
+        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
+    url: URL = request.getfixturevalue("postgres_url")
+    return url

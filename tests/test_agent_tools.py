@@ -26,17 +26,6 @@ from toolhost_server.tools.agent_tools import MAX_TODO_CONTENT_CHARS, MAX_TODO_I
 from helpers.servers import RunningServer, ServerProcess
 from helpers.status import error_details
 from helpers.todos import Stub, call_tool, contents, store_settings, todo, todo_failure, two_callers_auth_file
-from postgres_cluster import DATABASES
-
-
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
-    """An empty database: a SQLite file in a data dir, or a new database of the test session's PostgreSQL."""
-    if request.param == "sqlite":
-        (tmp_path / "data").mkdir(mode=0o700)
-        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
-    url: URL = request.getfixturevalue("postgres_url")
-    return url
 
 
 async def test_every_todo_action_and_the_list_after_it(start_server, database: URL, tmp_path: Path):

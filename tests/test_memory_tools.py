@@ -9,29 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import pytest
 from sqlalchemy import URL
 from sqlalchemy import text as sql_text
 
 from toolhost_server.auth import hash_token
-from toolhost_server.store.engine import create_store_engine, sqlite_file_url
+from toolhost_server.store.engine import create_store_engine
 
 from helpers.memory import PEOPLE_SCHEMA, init_memory_role, memory, memory_refused
 from helpers.status import error_details
 from helpers.todos import store_settings
-from postgres_cluster import DATABASES
 
 MEMORY_TOOLS = ("memory_structure_create", "memory_structure_get", "memory_structure_delete", "memory_create",
                 "memory_update", "memory_delete", "memory_query")
-
-
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
-    if request.param == "sqlite":
-        (tmp_path / "data").mkdir(mode=0o700)
-        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
-    url: URL = request.getfixturevalue("postgres_url")
-    return url
 
 
 async def test_structures_records_and_queries(start_server, database: URL, tmp_path: Path):

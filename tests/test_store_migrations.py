@@ -27,7 +27,7 @@ from toolhost_server.user_tools.records import VersionDetails
 
 from helpers.calls import call
 from helpers.servers import ServerProcess
-from postgres_cluster import DATABASES, PostgresCluster
+from postgres_cluster import PostgresCluster
 
 OLD_AUDIT_ROW = {
     "time": datetime(2024, 5, 1, 12, 0, tzinfo=UTC), "caller": "anonymous", "auth_method": "none", "tool": "echo",
@@ -39,16 +39,6 @@ OLD_LOG_ROW = {
     "message": "kept across the migration", "trace_id": "", "span_id": "", "instance": "old-replica",
     "fields": {"answer": 42},
 }
-
-
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
-    """An empty database: a SQLite file in a data dir, or a new database of the test session's PostgreSQL."""
-    if request.param == "sqlite":
-        (tmp_path / "data").mkdir(mode=0o700)
-        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
-    url: URL = request.getfixturevalue("postgres_url")
-    return url
 
 
 @pytest.fixture

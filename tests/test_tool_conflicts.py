@@ -18,7 +18,7 @@ from toolhost.v1 import tool_service_pb2
 from toolhost.v1 import user_tool_service_pb2 as pb
 from toolhost_server.auth import hash_token
 from toolhost_server.store.database import Store
-from toolhost_server.store.engine import parse_database_url, sqlite_file_url
+from toolhost_server.store.engine import parse_database_url
 from toolhost_server.user_tools import conflicts as conflicts_module
 from toolhost_server.user_tools.conflicts import ToolConflicts
 
@@ -28,7 +28,6 @@ from helpers.provider_servers import AGENT_TOOLS, CATALOG, ProviderServer, start
 from helpers.servers import ServerFactory
 from helpers.todos import store_settings
 from helpers.waiting import until
-from postgres_cluster import DATABASES
 
 SEEDED = sorted(tuple(sorted((tool, f"native:{native}"))) for tool, native in (
     ("bash", "Bash"), ("read", "Read"), ("edit", "Edit"), ("glob", "Glob"), ("grep", "Grep")))
@@ -51,15 +50,6 @@ tokens:
   - {{name: manager-token, sha256: {hash_token(tokens.viewer)}, roles: [tool_manager]}}
   - {{name: admin-token, sha256: {hash_token(tokens.admin)}, roles: [admin]}}
 """
-
-
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
-    if request.param == "sqlite":
-        (tmp_path / "data").mkdir(mode=0o700)
-        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
-    url: URL = request.getfixturevalue("postgres_url")
-    return url
 
 
 @pytest.fixture

@@ -15,11 +15,9 @@ from sqlalchemy import URL
 
 from toolhost_server.memory.errors import QueryRefused
 from toolhost_server.memory.sql_gate import checked_query
-from toolhost_server.store.engine import sqlite_file_url
 
 from helpers.memory import PEOPLE_SCHEMA, call_memory_tool, dump, init_memory_role, memory
 from helpers.todos import store_settings, todo
-from postgres_cluster import DATABASES
 
 REFUSED = [
     # writes
@@ -131,15 +129,6 @@ BOMBS = [
     "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c",
     "WITH RECURSIVE c AS (SELECT 1 AS x UNION ALL SELECT x + 1 FROM c) SELECT max(a.x) FROM c a, c b",
 ]
-
-
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
-    if request.param == "sqlite":
-        (tmp_path / "data").mkdir(mode=0o700)
-        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
-    url: URL = request.getfixturevalue("postgres_url")
-    return url
 
 
 async def test_the_corpus_is_refused_and_changes_no_table(start_server, database: URL, tmp_path: Path):

@@ -33,7 +33,6 @@ from helpers.memory import PEOPLE_SCHEMA, call_memory_tool, dump, init_memory_ro
 from helpers.servers import ServerProcess
 from helpers.todos import call_tool, store_settings
 from helpers.waiting import until, within
-from postgres_cluster import DATABASES
 
 # A peak that a query's result may add to the server, whatever it is asked: the budget (1 MiB by default), one row
 # of at most 256 values of 64 KiB, and the copies of both in the answer. Before the review's fix, the first query
@@ -61,15 +60,6 @@ def _attacks(dialect: str) -> list[tuple[str, str]]:
         # 200 such values a row: a row larger than the whole budget.
         ("wide rows", _recursive(concat, 900) + f"SELECT {wide} FROM g, r"),
     ]
-
-
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
-    if request.param == "sqlite":
-        (tmp_path / "data").mkdir(mode=0o700)
-        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
-    url: URL = request.getfixturevalue("postgres_url")
-    return url
 
 
 @pytest.fixture

@@ -19,22 +19,12 @@ from toolhost_server.store.schema import todos
 
 from helpers.status import error_details
 from helpers.todos import call_tool, contents, store_settings, todo, two_callers_auth_file
-from postgres_cluster import DATABASES
 
 # Each is a session name of its own: none of them reaches the list "default".
 LOOK_ALIKE_SESSIONS = [
     "default' OR '1'='1", "default'; DELETE FROM todos; --", "%", "_efault", "defaul%", "*", "DEFAULT", "default ",
     " default", "\uff44efault", "d\u0435fault", "default\u200b", "de\\fault", "default/..", "../default",
 ]
-
-
-@pytest.fixture(params=DATABASES)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> URL:
-    if request.param == "sqlite":
-        (tmp_path / "data").mkdir(mode=0o700)
-        return sqlite_file_url(tmp_path / "data" / "toolhost.db")
-    url: URL = request.getfixturevalue("postgres_url")
-    return url
 
 
 async def test_session_names_never_reach_another_list_or_identity(start_server, database: URL, tmp_path: Path):
