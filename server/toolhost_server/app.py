@@ -18,7 +18,7 @@ from .catalog.builtins import unserved_builtins
 from .catalog.entrypoints import EntrypointPolicy
 from .catalog.loader import ToolLoader
 from .config import Config, ConfigSources
-from .credentials import CredentialResolver
+from .credentials import CredentialResolver, ResolvedCredentials
 from .instructions import Instructions, instructions_budget, write_instructions
 from .introspection.database_schemas import DatabaseSchemas
 from .introspection.database_sources import configured_database_secrets
@@ -113,7 +113,8 @@ class Toolhost:
                 # For the tool-management tools; both are built below, and called only once the server serves.
                 user_tools=lambda: self.user_tools,
                 user_tools_refusal=user_tools_refusal(config),
-                call_tool=lambda request: self.pipeline.call(request)),
+                call_tool=lambda request: self.pipeline.call(request),
+                resolve_credentials=self._resolve_credentials),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
@@ -185,6 +186,13 @@ class Toolhost:
                 self.loader.catalog_dirs, self.config.watch_debounce_ms, self._on_catalog_change)
             self._watch_task = asyncio.create_task(self._watcher.run(), name="catalog-watcher")
         return report
+
+    async def _resolve_credentials(self, names: Sequence[str]) -> ResolvedCredentials:
+        """Credentials a tool asks for during its call (ToolServices.resolve_credentials): resolved as declared
+        ones are, and learned by the redactor before the tool sees them."""
+        credentials = await self.credentials.resolve(names)
+        self.redactor.learn(credentials.values())
+        return credentials
 
     async def reload(self, caller: Caller, reason: str) -> ReloadReport:
         """Read the catalog directories again and swap in the result: the admin role only (anyone, without

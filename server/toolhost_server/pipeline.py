@@ -333,6 +333,9 @@ class CallPipeline:
                 "TIMEOUT", f"tool {tool.spec.name!r} ran longer than its {tool_limit:g}s limit and was stopped"))
         finally:
             self._release(tool.spec)
+        # A tool may have resolved credentials during its run (ToolServices.resolve_credentials): the redactor
+        # learned them, so its latest form (which still hides all the call's declared ones) is used.
+        redactor = self._redactor.current
         if outcome.failure is not None:
             outcome.failure = outcome.failure.with_valid_code()
         streamed_redacted = events.finish(outcome.cut_streams) if events is not None else False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -13,6 +13,7 @@ from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
 from ..model import Annotations, Example, Parameter
 
 if TYPE_CHECKING:
+    from ..assets.table import AssetTable
     from ..auth.caller import Caller
     from ..introspection.database_schemas import DatabaseSchemas
     from ..introspection.service import ServerIntrospection
@@ -65,6 +66,13 @@ class ToolServices:
     introspection: ServerIntrospection | None = None
     # The store and the configured databases (Config.databases), each read on request: database_schema's data.
     databases: DatabaseSchemas | None = None
+    # The asset inventory: asset_count's, asset_search's and windows_list_directory's data.
+    assets: AssetTable | None = None
+    # Resolves credentials by name during a call, for a tool whose credential its arguments decide
+    # (windows_list_directory: the asset's profile names it). The values are learned by the server's redactor
+    # before they are returned, so the call's outcome, logs and spans hide them as a declared credential's.
+    # MissingCredentialsError names each one no source holds.
+    resolve_credentials: Callable[[Sequence[str]], Awaitable[ResolvedCredentials]] | None = None
     # The server's max_output_bytes: a tool that bounds its own output (read, bash) keeps under the smaller.
     max_output_bytes: int = 1024 * 1024
 
