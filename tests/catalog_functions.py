@@ -119,6 +119,23 @@ class CanaryEverywhere(Tool):
         return ToolOutput(text=f"token {token} and basic {encoded}", structured={"note": token, "basic": encoded})
 
 
+class CanaryResolvedAtRun(Tool):
+    """Resolves the `latecanary` credential during its call (as windows_list_directory resolves the one its
+    asset names), then puts it in its log, output, structured output or failure."""
+
+    name = "canary_resolved_at_run"
+    description = "Leaks a credential it resolved itself."
+    parameters = (Parameter("fail", "boolean", "Fail with the credential in the message."),)
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        assert context.services.resolve_credentials is not None
+        token = (await context.services.resolve_credentials(["latecanary"]))["latecanary"]["token"]
+        context.logger.warning("resolved late value %s", token)
+        if arguments.get("fail"):
+            raise ToolRaisedFailure(f"the service refused {token}", "REFUSED")
+        return ToolOutput(text=f"late value {token}", structured={"note": token})
+
+
 def canary_function(credentials: Any) -> str:
     """A function tool gets the credentials its YAML declares as the `credentials` keyword."""
     return f"function sees {credentials['canary'].token}"

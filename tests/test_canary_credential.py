@@ -25,6 +25,8 @@ from helpers.servers import ServerProcess
 pytestmark = pytest.mark.server  # a `toolhost serve` child (the `server` fixture)
 
 CANARY = "canary-" + secrets.token_hex(12)
+# A credential no tool declares: one tool resolves it during its call (ToolServices.resolve_credentials).
+LATE_CANARY = "latecanary-" + secrets.token_hex(12)
 # Every form a tool might print it in, and that must therefore never reach a client or the log.
 FORMS = (CANARY, base64.b64encode(CANARY.encode()).decode(), quote(CANARY), CANARY[: len(CANARY) // 2 + 2],
          CANARY[len(CANARY) // 2 - 2:])
@@ -51,6 +53,10 @@ def catalog(directory: Path) -> Path:
     (directory / "canary_everywhere.yaml").write_text(
         "name: canary_everywhere\ndescription: Leaks its credential.\ncredentials: [canary]\n"
         "runner: {type: python, entrypoint: 'catalog_functions:CanaryEverywhere'}\n"
+        "parameters: [{name: fail, type: boolean}]\n")
+    (directory / "canary_resolved_at_run.yaml").write_text(
+        "name: canary_resolved_at_run\ndescription: Leaks a credential it resolved itself.\n"
+        "runner: {type: python, entrypoint: 'catalog_functions:CanaryResolvedAtRun'}\n"
         "parameters: [{name: fail, type: boolean}]\n")
     (directory / "canary_function.yaml").write_text(
         "name: canary_function\ndescription: Returns its credential.\ncredentials: [canary]\n"
@@ -122,3 +128,32 @@ async def test_a_canary_credential_appears_nowhere(server, tmp_path):
     log = server.log.decode()
     assert "calling the service with token [REDACTED]" in log, log  # the tool's log line was written, redacted
     assert_clean(log, "the server log")
+
+
+
+async def test_a_credential_a_tool_resolves_during_its_call_is_hidden_as_a_declared_ones(tmp_path):
+    # The value is written after the server started, so that it did not learn it at start (it learns every
+    # configured value then): only the tool's resolving it makes it known.
+    secrets_dir = tmp_path / "secrets"
+    secrets_dir.mkdir()
+    process = ServerProcess(
+        "--catalog-dir", str(catalog(tmp_path / "catalog")), "--watch-catalog", "false",
+        "--data-dir", str(tmp_path / "data"), "--credentials-dir", str(secrets_dir), env={"TOOLHOST_STORE_KEY": ""})
+    await process.start()
+    try:
+        (secrets_dir / "latecanary.token").write_text(LATE_CANARY)
+        async with toolhost.AsyncClient(process.target, timeout=60) as client:
+            ok = await client.call_tool("canary_resolved_at_run")
+            failed = await client.call_tool("canary_resolved_at_run", fail=True)
+    finally:
+        assert process.process is not None
+        process.process.terminate()
+        assert await process.wait() == 0
+    assert ok.success and ok.redacted and ok.output == "late value [REDACTED]", ok
+    assert ok.structured_output == {"note": "[REDACTED]"}
+    assert failed.error is not None and failed.error.message == "the service refused [REDACTED]", failed
+    for result in (ok, failed):
+        assert LATE_CANARY not in str(result.raw), result
+    log = process.log.decode()
+    assert "resolved late value [REDACTED]" in log, log
+    assert LATE_CANARY not in log
