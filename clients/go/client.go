@@ -45,6 +45,7 @@ type Client struct {
 	tools     toolhostv1.ToolServiceClient
 	logs      toolhostv1.LogServiceClient
 	userTools toolhostv1.UserToolServiceClient
+	assets    toolhostv1.AssetServiceClient
 }
 
 // Dial connects to target ("host:port", "dns:///host:port" or "unix:///path"). The connection is made lazily;
@@ -67,6 +68,7 @@ func Dial(target string, opts ...Option) (*Client, error) {
 		tools:     toolhostv1.NewToolServiceClient(conn),
 		logs:      toolhostv1.NewLogServiceClient(conn),
 		userTools: toolhostv1.NewUserToolServiceClient(conn),
+		assets:    toolhostv1.NewAssetServiceClient(conn),
 	}, nil
 }
 

@@ -1,5 +1,6 @@
 /**
- * The client: the RPCs of ToolService, LogService and UserToolService as promises and async iterables, over
+ * The client: the RPCs of ToolService, LogService, UserToolService and AssetService as promises and async
+ * iterables, over
  * connect-node's gRPC transport (HTTP/2).
  *
  *     const client = createClient("127.0.0.1:50051", { timeoutMs: 30_000 });
@@ -14,8 +15,25 @@ import { Code, createClient as createConnectClient, type Client, type Intercepto
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 
 import { argumentsJson, type Arguments } from "./arguments.js";
+import {
+  importAssetsRequest,
+  listAssetsRequest,
+  updateAssetRequest,
+  type AssetField,
+  type AssetImportFormatName,
+  type AssetInit,
+  type ImportAssetsOptions,
+  type ListAssetsOptions,
+  type ListAssetsPageOptions,
+} from "./assets.js";
 import { connection, type SecurityOptions } from "./connection.js";
 import { DeadlineExceededError, toToolhostError, ToolhostError } from "./errors.js";
+import {
+  AssetService,
+  type Asset,
+  type ImportAssetsResponse,
+  type ListAssetsResponse,
+} from "./gen/toolhost/v1/asset_service_pb.js";
 import { LogService } from "./gen/toolhost/v1/log_service_pb.js";
 import { ToolView } from "./gen/toolhost/v1/tool_pb.js";
 import {
@@ -203,6 +221,7 @@ export class ToolhostClient {
   private readonly rpc: Client<typeof ToolService>;
   private readonly logs: Client<typeof LogService>;
   private readonly userTools: Client<typeof UserToolService>;
+  private readonly assets: Client<typeof AssetService>;
   private readonly sessions: Http2SessionManager;
   private readonly headers: Record<string, string>;
   private readonly timeoutMs: number | undefined;
@@ -228,6 +247,7 @@ export class ToolhostClient {
     this.rpc = createConnectClient(ToolService, transport);
     this.logs = createConnectClient(LogService, transport);
     this.userTools = createConnectClient(UserToolService, transport);
+    this.assets = createConnectClient(AssetService, transport);
   }
 
   /** One page of the tools matching the filter, sorted by name; its nextPageToken is "" on the last page. */
@@ -453,6 +473,68 @@ export class ToolhostClient {
   async deleteToolConflict(toolA: string, toolB: string, options: CallOptions = {}): Promise<ToolConflict> {
     const response = await this.unary((call) => this.userTools.deleteToolConflict({ toolA, toolB }, call), options);
     return present(response.conflict, "DeleteToolConflict");
+  }
+
+  // --- AssetService (see assets.ts): every method needs the admin role or `manage_assets` when the server
+  // authenticates ---
+
+  /**
+   * Store a new asset; the asset as stored. AlreadyExistsError when the name is taken (regardless of case);
+   * InvalidArgumentError naming the field for a bad name, hostname or address, or an unsafe WinRM profile.
+   */
+  async createAsset(asset: AssetInit, options: CallOptions = {}): Promise<Asset> {
+    const response = await this.unary((call) => this.assets.createAsset({ asset }, call), options);
+    return present(response.asset, "CreateAsset");
+  }
+
+  /** One asset by name, regardless of case; NotFoundError when there is none. */
+  async getAsset(name: string, options: CallOptions = {}): Promise<Asset> {
+    const response = await this.unary((call) => this.assets.getAsset({ name }, call), options);
+    return present(response.asset, "GetAsset");
+  }
+
+  /** One page of the assets matching the filter, sorted by name; `totalSize` counts them over every page. */
+  async listAssetsPage(options: ListAssetsPageOptions = {}): Promise<ListAssetsResponse> {
+    const request = listAssetsRequest(options);
+    return this.unary((call) => this.assets.listAssets(request, call), options);
+  }
+
+  /** Every asset matching the filter, sorted by name: `for await (const a of client.listAssets({ site })) ...`. */
+  async *listAssets(options: ListAssetsOptions = {}): AsyncGenerator<Asset, void, undefined> {
+    let pageToken = "";
+    do {
+      const page = await this.listAssetsPage({ ...options, pageToken });
+      yield* page.assets;
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /**
+   * Change `fields` of the asset `asset.name` to the values in `asset` (when `fields` is empty: those `asset`
+   * sets to other than their default); the asset as stored now. NotFoundError when there is none.
+   */
+  async updateAsset(asset: AssetInit, fields: readonly AssetField[], options: CallOptions = {}): Promise<Asset> {
+    const request = updateAssetRequest(asset, fields);
+    const response = await this.unary((call) => this.assets.updateAsset(request, call), options);
+    return present(response.asset, "UpdateAsset");
+  }
+
+  /** Remove an asset; the asset as it was. NotFoundError when there is none. */
+  async deleteAsset(name: string, options: CallOptions = {}): Promise<Asset> {
+    const response = await this.unary((call) => this.assets.deleteAsset({ name }, call), options);
+    return present(response.asset, "DeleteAsset");
+  }
+
+  /**
+   * Create or replace (by name) every asset of a YAML or CSV document, all or nothing: one bad record stores
+   * nothing and throws InvalidArgumentError with a field violation per problem (at most 100), each naming its
+   * line. With `validateOnly`, nothing is stored either way.
+   */
+  async importAssets(
+    format: AssetImportFormatName, content: string, options: ImportAssetsOptions = {},
+  ): Promise<ImportAssetsResponse> {
+    const request = importAssetsRequest(format, content, options.validateOnly ?? false);
+    return this.unary((call) => this.assets.importAssets(request, call), options);
   }
 
   /**

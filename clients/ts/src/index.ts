@@ -37,6 +37,15 @@ export type { LogEntry, LogFilter, LogLevelName, LogPage, LogSummary } from "./l
 export type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 export { type ArgumentValue, type Arguments } from "./arguments.js";
 export type { ConflictTypeName, UserToolField, UserToolInit } from "./user_tools.js";
+export type {
+  AssetField,
+  AssetFilter,
+  AssetImportFormatName,
+  AssetInit,
+  ImportAssetsOptions,
+  ListAssetsOptions,
+  ListAssetsPageOptions,
+} from "./assets.js";
 export { isLocalTarget, type Pem, type SecurityOptions } from "./connection.js";
 export {
   AlreadyExistsError,
@@ -84,4 +93,11 @@ export type {
   UserToolVersion,
 } from "./gen/toolhost/v1/user_tool_service_pb.js";
 export { ConflictType } from "./gen/toolhost/v1/user_tool_service_pb.js";
+export type {
+  Asset,
+  ImportAssetsResponse,
+  ListAssetsResponse,
+  WinrmProfile,
+} from "./gen/toolhost/v1/asset_service_pb.js";
+export { AssetImportFormat, WinrmAuthentication } from "./gen/toolhost/v1/asset_service_pb.js";
 export * as v1 from "./v1.js";

@@ -1,7 +1,9 @@
 /**
- * The generated toolhost.v1 messages, enums and the ToolService, LogService and UserToolService descriptors, for
- * anything the client does not wrap.
+ * The generated toolhost.v1 messages, enums and the ToolService, LogService, UserToolService and AssetService
+ * descriptors, for anything the client does not wrap.
  */
+
+export * from "./gen/toolhost/v1/asset_service_pb.js";
 
 export * from "./gen/toolhost/v1/error_reason_pb.js";
 export * from "./gen/toolhost/v1/log_service_pb.js";

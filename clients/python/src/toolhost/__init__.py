@@ -9,6 +9,14 @@
 toolhost._errors for the tree). The generated messages and stubs are in toolhost.v1.
 """
 
+from ._asset_results import (
+    Asset,
+    AssetImportFormat,
+    AssetImportSummary,
+    AssetPage,
+    WinrmAuthentication,
+    WinrmProfile,
+)
 from ._async_client import AsyncCallStream, AsyncClient, AsyncLogTail, AsyncToolWatch
 from ._client import (
     DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
@@ -72,6 +80,10 @@ __all__ = [
     "DEFAULT_MAX_RECEIVE_MESSAGE_BYTES",
     "DEFAULT_TARGET",
     "AlreadyExistsError",
+    "Asset",
+    "AssetImportFormat",
+    "AssetImportSummary",
+    "AssetPage",
     "AsyncCallStream",
     "AsyncClient",
     "AsyncLogTail",
@@ -121,6 +133,8 @@ __all__ = [
     "UserToolPage",
     "UserToolVersion",
     "UserToolVersionPage",
+    "WinrmAuthentication",
+    "WinrmProfile",
     "__version__",
     "error_from_rpc",
     "is_local_target",

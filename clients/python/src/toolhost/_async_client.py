@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from ._asset_methods import AsyncAssetMethods
 from ._client import (
     DEFAULT_MAX_RECEIVE_MESSAGE_BYTES,
     DEFAULT_TARGET,
@@ -45,6 +46,7 @@ from ._results import (
 from ._streams import AsyncServerStream
 from ._user_tool_methods import AsyncUserToolMethods
 from .v1 import (
+    asset_service_pb2_grpc,
     log_service_pb2,
     log_service_pb2_grpc,
     tool_service_pb2,
@@ -57,7 +59,7 @@ __all__ = ["AsyncCallStream", "AsyncClient", "AsyncLogTail", "AsyncToolWatch"]
 _Response = TypeVar("_Response")
 
 
-class AsyncClient(AsyncUserToolMethods):
+class AsyncClient(AsyncUserToolMethods, AsyncAssetMethods):
     """An asyncio client of one toolhost server. Create it inside a running event loop and reuse it.
 
     The arguments mean what they mean for Client: `timeout` is the default deadline in seconds of each call,
@@ -101,6 +103,7 @@ class AsyncClient(AsyncUserToolMethods):
         self._stub = tool_service_pb2_grpc.ToolServiceStub(channel)
         self._log_stub = log_service_pb2_grpc.LogServiceStub(channel)
         self._user_tool_stub = user_tool_service_pb2_grpc.UserToolServiceStub(channel)
+        self._asset_stub = asset_service_pb2_grpc.AssetServiceStub(channel)
         self._watches: weakref.WeakSet[AsyncServerStream[Any]] = weakref.WeakSet()
 
     async def __aenter__(self) -> AsyncClient:

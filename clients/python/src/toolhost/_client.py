@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 
 import grpc
 
+from ._asset_methods import AssetMethods
 from ._connection import PemSource, channel_security, with_security_metadata
 from ._errors import error_from_rpc
 from ._instructions import Instructions
@@ -35,6 +36,7 @@ from ._results import (
 from ._streams import ServerStream
 from ._user_tool_methods import UserToolMethods
 from .v1 import (
+    asset_service_pb2_grpc,
     log_service_pb2,
     log_service_pb2_grpc,
     tool_pb2,
@@ -138,7 +140,7 @@ def stream_call_request(
         output_format=unary.output_format, filter_empty_fields=unary.filter_empty_fields)
 
 
-class Client(UserToolMethods):
+class Client(UserToolMethods, AssetMethods):
     """A blocking client of one toolhost server; thread-safe, and meant to be reused.
 
     `timeout` is the default deadline in seconds of each call (None: no deadline; watch_tools never has
@@ -188,6 +190,7 @@ class Client(UserToolMethods):
         self._stub = tool_service_pb2_grpc.ToolServiceStub(channel)
         self._log_stub = log_service_pb2_grpc.LogServiceStub(channel)
         self._user_tool_stub = user_tool_service_pb2_grpc.UserToolServiceStub(channel)
+        self._asset_stub = asset_service_pb2_grpc.AssetServiceStub(channel)
         self._watches: weakref.WeakSet[ServerStream[Any]] = weakref.WeakSet()
         self._lock = threading.Lock()
 

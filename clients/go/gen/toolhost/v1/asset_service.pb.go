@@ -277,8 +277,9 @@ type WinrmProfile struct {
 	Ssl bool `protobuf:"varint,2,opt,name=ssl,proto3" json:"ssl,omitempty"`
 	// The Windows domain of the account, for example "CORP"; empty means the credential's `domain` key, if any.
 	Domain string `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
-	// The name of the credential holding `username` and `password` (and optionally `domain`); empty means
-	// "winrm". The server sends it only to the hosts its operator lists for that name in `winrm_credential_hosts`.
+	// The name of the credential holding `username` and `password` (and optionally `domain`): lowercase letters
+	// and digits, starting with a letter, as every credential name; empty means "winrm". The server sends it only
+	// to the hosts its operator lists for that name in `winrm_credential_hosts`.
 	Credential string `protobuf:"bytes,4,opt,name=credential,proto3" json:"credential,omitempty"`
 	// How to authenticate.
 	Authentication WinrmAuthentication `protobuf:"varint,5,opt,name=authentication,proto3,enum=toolhost.v1.WinrmAuthentication" json:"authentication,omitempty"`

@@ -134,8 +134,9 @@ export type WinrmProfile = Message<"toolhost.v1.WinrmProfile"> & {
   domain: string;
 
   /**
-   * The name of the credential holding `username` and `password` (and optionally `domain`); empty means
-   * "winrm". The server sends it only to the hosts its operator lists for that name in `winrm_credential_hosts`.
+   * The name of the credential holding `username` and `password` (and optionally `domain`): lowercase letters
+   * and digits, starting with a letter, as every credential name; empty means "winrm". The server sends it only
+   * to the hosts its operator lists for that name in `winrm_credential_hosts`.
    *
    * @generated from field: string credential = 4;
    */
