@@ -33,9 +33,10 @@ class CertificateAuthority:
                  "-subj", f"/CN={name}", "-addext", "basicConstraints=critical,CA:TRUE",
                  "-addext", "keyUsage=critical,keyCertSign,cRLSign")
 
-    def issue_server(self, name: str, common_name: str = "localhost") -> KeyPair:
-        """A server certificate valid for 127.0.0.1 and localhost."""
-        return self._issue(name, common_name, "serverAuth", "IP:127.0.0.1,DNS:localhost")
+    def issue_server(self, name: str, common_name: str = "localhost",
+                     san: str = "IP:127.0.0.1,DNS:localhost") -> KeyPair:
+        """A server certificate valid for `san` (127.0.0.1 and localhost unless told)."""
+        return self._issue(name, common_name, "serverAuth", san)
 
     def issue_client(self, name: str, common_name: str, san: str = "") -> KeyPair:
         """A client certificate for `common_name`, with `san` (such as "URI:spiffe://x/y") when given."""
