@@ -62,10 +62,10 @@ async def test_later_directory_wins_a_duplicate_name_with_a_warning(start_server
 async def test_missing_required_tools_are_reported_and_logged(start_server, tmp_path, caplog):
     write_tool(tmp_path, "present")
     with caplog.at_level(logging.ERROR, logger="toolhost.registry"):
-        server = await start_server(catalog_dirs=[tmp_path], required_tools=("present", "asset_count"))
+        server = await start_server(catalog_dirs=[tmp_path], required_tools=("present", "never_defined"))
     report = await server.stub.Reload(RELOAD)
-    assert list(report.missing_required) == ["asset_count"]
-    assert any("Required tool 'asset_count' not found" in r.getMessage() for r in caplog.records)
+    assert list(report.missing_required) == ["never_defined"]
+    assert any("Required tool 'never_defined' not found" in r.getMessage() for r in caplog.records)
     assert "present" in report.tools
 
 

@@ -262,6 +262,30 @@ def test_config_file_is_read_and_flags_win(tmp_path):
         load_config({}, {}, str(config_file))
 
 
+def test_required_tools_default_to_the_seeds_three_and_an_operator_can_ask_for_none(tmp_path):
+    assert load_config({}, {}).required_tools == ("asset_count", "asset_search", "windows_list_directory")
+    config_file = tmp_path / "toolhost.yaml"
+    for emptied in ("required_tools: []\n", "required_tools:\n", "required_tools: ''\n"):
+        config_file.write_text(emptied)
+        assert load_config({}, {}, str(config_file)).required_tools == (), emptied
+    # An empty variable empties the list (other settings ignore an empty variable), and an empty flag too.
+    config_file.write_text("required_tools: [a, b]\n")
+    assert load_config({}, {"TOOLHOST_REQUIRED_TOOLS": ""}, str(config_file)).required_tools == ()
+    assert load_config({"required_tools": ""}, {"TOOLHOST_REQUIRED_TOOLS": "a"}).required_tools == ()
+    assert load_config({}, {"TOOLHOST_REQUIRED_TOOLS": " a, ,b "}).required_tools == ("a", "b")
+
+
+@pytest.mark.server
+async def test_an_empty_required_tools_variable_leaves_nothing_to_miss(served, tmp_path):
+    config_file = tmp_path / "toolhost.yaml"
+    config_file.write_text("required_tools: [nope]\n")
+    server = await served("--config", str(config_file), env={"TOOLHOST_REQUIRED_TOOLS": ""})
+    async with grpc.aio.insecure_channel(server.target) as channel:
+        report = await tool_service_pb2_grpc.ToolServiceStub(channel).Reload(tool_service_pb2.ReloadRequest())
+    assert list(report.missing_required) == [] and report.tools
+    assert b"Required tool" not in server.log
+
+
 @pytest.mark.server
 async def test_toolhost_catalog_dirs_win_over_the_seed_variable_with_a_warning(served, tmp_path):
     write_tool(tmp_path / "ours", "ours")

@@ -45,9 +45,12 @@ from .telemetry.metrics import ToolhostMetrics
 from .tools.base import ToolServices
 from .user_tools.identity import user_tools_refusal
 from .watcher import CatalogWatcher
+from .windows.credential_hosts import CredentialHosts
 from .workspaces.workspace_set import WorkspaceSet
 
 if TYPE_CHECKING:
+    from .assets.service import AssetInventory
+    from .assets.table import AssetTable
     from .memory.table import MemoryTable
     from .store.todo_table import TodoTable
     from .user_tools.conflicts import ToolConflicts
@@ -79,6 +82,8 @@ class Toolhost:
         self.logs = ServerLogs(config, self.redactor)
         # The todo tool's lists; a database_url that cannot work stops the start (StoreUnavailableError).
         self.todos = _todo_table(config)
+        # The asset inventory, in the same store (opened at its first use): the asset tools' and AssetService's.
+        self.asset_table = _asset_table(self.todos)
         # The index of the search roots, built in the background from start(); None without roots.
         self.search = SearchService.from_config(config, self.redactor)
         # What the server serves, filled by the gRPC and HTTP listeners as they bind (api/, web/).
@@ -110,11 +115,14 @@ class Toolhost:
                 surface=self.surface,
                 introspection=self.introspection,
                 databases=self.databases,
+                assets=self.asset_table,
                 # For the tool-management tools; both are built below, and called only once the server serves.
                 user_tools=lambda: self.user_tools,
                 user_tools_refusal=user_tools_refusal(config),
                 call_tool=lambda request: self.pipeline.call(request),
-                resolve_credentials=self._resolve_credentials),
+                resolve_credentials=self._resolve_credentials,
+                winrm_credential_hosts=CredentialHosts.from_setting(config.winrm_credential_hosts),
+                winrm_ca_file=config.winrm_ca_file),
         )
         # The sources of the credentials tools declare; a store key that is set but unusable stops the start.
         self.credentials = CredentialResolver.from_config(config)
@@ -122,6 +130,8 @@ class Toolhost:
                                 max_waiting_bytes=config.store_buffer_bytes)
         # The tool conflicts table, and the map of the tools equivalent to CLI providers' own (read at start).
         self.conflicts = _tool_conflicts(config, self.audit)
+        # What AssetService (and any later surface) asks of the inventory: rights, values, audit.
+        self.assets = _asset_inventory(self.asset_table, self.audit)
         # EntrypointSettingError when python_entrypoint_modules lists the standard library: no start.
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings,
                                  EntrypointPolicy.from_setting(config.python_entrypoint_modules))
@@ -308,6 +318,19 @@ def _introspection_parts(toolhost: Toolhost) -> ServerParts:
         audit=toolhost.audit, pipeline=toolhost.pipeline, watch_task=toolhost._watch_task, search=toolhost.search,
         workspaces=toolhost.runner_settings.tool_services.workspaces if toolhost.runner_settings.tool_services
         else None, surface=toolhost.surface)
+
+
+def _asset_table(todos: TodoTable) -> AssetTable:
+    """The asset inventory, in the todos' store (opened at its first use)."""
+    from .assets.table import AssetTable
+
+    return AssetTable(todos.store)
+
+
+def _asset_inventory(table: AssetTable, audit: AuditTrail) -> AssetInventory:
+    from .assets.service import AssetInventory
+
+    return AssetInventory(table, audit)
 
 
 def _memory_table(todos: TodoTable) -> MemoryTable:

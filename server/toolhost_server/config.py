@@ -29,6 +29,10 @@ DEFAULT_SEARCH_EXCLUDE = (".git", "node_modules", ".env*", "*.pem", "*.key", "id
                           "*.kdbx")
 
 
+# The tools seed 004 says every registry must hold; Reload names those missing.
+SEED_REQUIRED_TOOLS = ("asset_count", "asset_search", "windows_list_directory")
+
+
 class ConfigError(Exception):
     """A setting is invalid; the message names where it came from and what is allowed."""
 
@@ -40,7 +44,7 @@ class Config:
     http_address: str = "127.0.0.1:8010"
     unix_socket: str = ""
     catalog_dirs: tuple[str, ...] = ()
-    required_tools: tuple[str, ...] = ()
+    required_tools: tuple[str, ...] = SEED_REQUIRED_TOOLS
     watch_catalog: bool = True
     watch_debounce_ms: int = 300
     max_call_seconds: float = 300.0
@@ -104,6 +108,11 @@ class Config:
     # Databases the introspection tools read (database_schema), as (name, URL) pairs sorted by name. "store" is
     # reserved: it names toolhost's own store (database_url).
     databases: tuple[tuple[str, str], ...] = ()
+    # Where windows_list_directory may send each credential: (credential name, CIDR networks and host globs)
+    # pairs sorted by name (windows/credential_hosts.py). A credential with no entry is sent nowhere.
+    winrm_credential_hosts: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # PEM CA certificates that WinRM over HTTPS trusts; empty: the system's trust store.
+    winrm_ca_file: str = ""
 
     def process_identity(self) -> tuple[int, int] | None:
         """The (uid, gid) process tools run as, or None for the server's own user.
@@ -138,6 +147,9 @@ class Setting:
     env: str = ""
     # The value may hold a secret (a password in a URL): never echoed in an error, shown redacted.
     secret: bool = False
+    # An empty environment variable sets the empty value instead of leaving the default: for a list whose default
+    # is not empty, so that an operator can ask for none.
+    empty_is_a_value: bool = False
 
     @property
     def env_var(self) -> str:
@@ -194,6 +206,8 @@ def _bool(value: Any) -> bool:
 
 def _list(separator: str) -> Callable[[Any], tuple[str, ...]]:
     def parse(value: Any) -> tuple[str, ...]:
+        if value is None:  # a key with nothing after it in the config file (YAML null): no items
+            return ()
         items = value if isinstance(value, (list, tuple)) else str(value).split(separator)
         return tuple(str(item).strip() for item in items if str(item).strip())
     return parse
@@ -372,6 +386,20 @@ def _database_url(name: str, raw: Any) -> str:
     return text
 
 
+def _winrm_credential_hosts(value: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    # Imported here: the windows package is only needed when the setting is given.
+    from .windows.credential_hosts import parse_setting
+
+    return parse_setting(value)
+
+
+def _existing_file(value: Any) -> str:
+    path = _path(value)
+    if path and not os.path.isfile(path):
+        raise ValueError(f"{path!r} is not an existing file")
+    return path
+
+
 def _log_level(value: Any) -> str:
     level = str(value).upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -386,8 +414,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("unix_socket", "also listen on this unix socket path", str),
     Setting("catalog_dirs", "catalog directory (repeatable; colon-separated in the environment); the bundled "
             "example catalog is used when none is given", _list(":")),
-    Setting("required_tools", "tools that must exist (comma-separated); missing ones are logged at ERROR",
-            _list(",")),
+    Setting("required_tools", "tools that must exist (comma-separated; default: seed 004's asset_count, "
+            "asset_search, windows_list_directory; empty: none); Reload reports missing ones and they are logged at "
+            "ERROR", _list(","), empty_is_a_value=True),
     Setting("watch_catalog", "reload when catalog files change", _bool),
     Setting("watch_debounce_ms", "wait this long for file changes to settle before reloading", _positive(int)),
     Setting("max_call_seconds", "upper bound of any call, whatever the tool's timeout", _positive(float)),
@@ -441,6 +470,11 @@ SETTINGS: tuple[Setting, ...] = (
             f"{_DATABASE_URL_FORMS}; names are lowercase letters, digits and '_', 'store' is toolhost's own. A "
             "URL with a password belongs in the environment or config file: flags show in ps",
             _databases, env=DATABASE_VARIABLE, secret=True),
+    Setting("winrm_credential_hosts", "where windows_list_directory may send each credential: CIDR networks "
+            "(any address in them) and host globs (the addresses DNS gives for a matching hostname; '*' within one "
+            "label), as NAME=ENTRY,ENTRY;NAME=ENTRY (in the config file a mapping of credential name to a list); "
+            "a credential with no entry is sent nowhere", _winrm_credential_hosts),
+    Setting("winrm_ca_file", "PEM CA certificates WinRM over HTTPS trusts (default: the system's)", _existing_file),
     Setting("credentials_dir", "directory of <name>.<key> credential files, such as a mounted Kubernetes Secret",
             _path),
     Setting("store_key_file", "file holding the base64 key that encrypts values in the database (or give the key "
@@ -587,7 +621,7 @@ def _from_environment(environ: Mapping[str, str]) -> list[_Entry]:
         if setting.name == "databases":  # one variable per database, below
             continue
         raw = environ.get(setting.env_var)
-        if raw is not None and raw != "":
+        if raw is not None and (raw != "" or setting.empty_is_a_value):
             entries += _entries(setting, _parse(setting, raw, setting.env_var), f"environment {setting.env_var}")
     seed_dirs = environ.get("AI_TOOL_CATALOG_DIRS")
     if seed_dirs:

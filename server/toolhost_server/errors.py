@@ -5,6 +5,7 @@
      ├── InvalidArgumentsError     arguments fail the schema        -> INVALID_ARGUMENT + BadRequest
      │    └── UnsafePathError      a path leaves its workspace      -> INVALID_ARGUMENT + BadRequest
      ├── InvalidRequestError       malformed request                -> INVALID_ARGUMENT
+     │    └── InvalidFieldsError   a record's fields are refused    -> INVALID_ARGUMENT + BadRequest
      ├── InvalidPageTokenError     token not ours / other filter    -> INVALID_ARGUMENT
      ├── HopLimitExceededError     remote forwarding loop           -> FAILED_PRECONDITION
      ├── OverCapacityError         no room for another call         -> RESOURCE_EXHAUSTED + RetryInfo
@@ -115,6 +116,15 @@ class InvalidRequestError(ToolhostError):
     """The request is malformed in a way that is not about a tool's arguments."""
 
     reason = "INVALID_REQUEST"
+
+
+class InvalidFieldsError(InvalidRequestError):
+    """A record the request carries (an asset, an import document) has fields that cannot be kept: one
+    FieldViolation per problem, `pointer` naming the field (`asset.winrm.port`) and `reason` how to fix it."""
+
+    def __init__(self, message: str, violations: Sequence[FieldViolation]) -> None:
+        super().__init__(message)
+        self.violations = list(violations)
 
 
 class InvalidPageTokenError(ToolhostError):

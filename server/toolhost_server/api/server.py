@@ -1,5 +1,6 @@
-"""Builds the grpc.aio server: ToolService, LogService, UserToolService, health (overall and per service) and
-reflection; TLS on TCP when configured (the unix socket stays plaintext: its file permissions guard it)."""
+"""Builds the grpc.aio server: ToolService, LogService, UserToolService, AssetService, health (overall and per
+service) and reflection; TLS on TCP when configured (the unix socket stays plaintext: its file permissions guard
+it)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,18 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
 
-from toolhost.v1 import log_service_pb2_grpc, tool_service_pb2_grpc, user_tool_service_pb2_grpc
+from toolhost.v1 import (
+    asset_service_pb2_grpc,
+    log_service_pb2_grpc,
+    tool_service_pb2_grpc,
+    user_tool_service_pb2_grpc,
+)
 
 from ..app import Toolhost
 from ..auth.rights import Right
 from ..config import Config, ConfigSources
 from ..introspection.surface import ServingSurface
+from .asset_service import ASSET_SERVICE_NAME, AssetService
 from .log_service import LOG_SERVICE_NAME, LogService
 from .remote_client import GrpcRemoteCaller
 from .rights import declared_right
@@ -117,6 +124,7 @@ class GrpcServer:
             (tool_service_pb2_grpc.add_ToolServiceServicer_to_server, ToolService(toolhost)),
             (log_service_pb2_grpc.add_LogServiceServicer_to_server, LogService(toolhost)),
             (user_tool_service_pb2_grpc.add_UserToolServiceServicer_to_server, UserToolService(toolhost)),
+            (asset_service_pb2_grpc.add_AssetServiceServicer_to_server, AssetService(toolhost)),
         ):
             observed.add(_recorded(add_to_server, surface, functools.partial(declared_right, servicer)), servicer)
         # grpc's own services read no credentials: open to anyone who reaches the listener.
@@ -127,7 +135,8 @@ class GrpcServer:
         # type: the recording stand-in would get it the synchronous servicer.
         reflection_pb2_grpc.add_ServerReflectionServicer_to_server(
             reflection.aio.ReflectionServicer(
-                (SERVICE_NAME, LOG_SERVICE_NAME, USER_TOOL_SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME)),
+                (SERVICE_NAME, LOG_SERVICE_NAME, USER_TOOL_SERVICE_NAME, ASSET_SERVICE_NAME, health.SERVICE_NAME,
+                 reflection.SERVICE_NAME)),
             _RecordingServer(self.server, surface, lambda method: Right.NONE))
         self.port = 0
 
@@ -144,7 +153,7 @@ class GrpcServer:
             _bind(self.server, f"unix:{config.unix_socket}", "unix_socket")
             surface.add_address("unix", f"unix:{config.unix_socket}", False)
         await self.server.start()
-        for service in ("", SERVICE_NAME, LOG_SERVICE_NAME, USER_TOOL_SERVICE_NAME):
+        for service in ("", SERVICE_NAME, LOG_SERVICE_NAME, USER_TOOL_SERVICE_NAME, ASSET_SERVICE_NAME):
             await self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
         return self.port
 

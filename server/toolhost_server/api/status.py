@@ -27,6 +27,7 @@ from ..errors import (
     FailedPreconditionError,
     HopLimitExceededError,
     InvalidArgumentsError,
+    InvalidFieldsError,
     InvalidPageTokenError,
     InvalidRequestError,
     OverCapacityError,
@@ -79,7 +80,7 @@ def status_of(exc: BaseException, method: str) -> grpc.Status:
             metadata["tool"] = exc.name
             metadata["suggestions"] = ",".join(exc.suggestions)
         details = [_pack(error_details_pb2.ErrorInfo(reason=reason, domain=ERROR_DOMAIN, metadata=metadata))]
-        if isinstance(exc, InvalidArgumentsError):
+        if isinstance(exc, (InvalidArgumentsError, InvalidFieldsError)):
             violations = [
                 error_details_pb2.BadRequest.FieldViolation(field=v.pointer, description=v.reason)
                 for v in exc.violations

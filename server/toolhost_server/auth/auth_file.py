@@ -12,6 +12,8 @@ them. Read strictly, like catalog files: every mistake is an AuthFileError namin
       toolsmith:
         manage_tools: {credentials: [github]}      # user tools, which may declare the credential github
                                                    # (`manage_tools: true`: user tools without credentials)
+      inventory:
+        manage_assets: true                        # the asset inventory (AssetService, `toolhost assets`)
     tokens:
       - {name: ci-agent, sha256: 5f0c...e2, roles: [agent]}   # toolhost auth hash-token < token-file
     certificates:
@@ -39,7 +41,7 @@ MAX_AUTH_FILE_BYTES = 1024 * 1024
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@:-]{0,127}$")
 _SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
 _TOP_KEYS = ("roles", "tokens", "certificates")
-_ROLE_KEYS = ("admin", "list", "call", "manage_tools")
+_ROLE_KEYS = ("admin", "list", "call", "manage_tools", "manage_assets")
 _MANAGE_TOOLS_KEYS = ("credentials",)
 _GRANT_KEYS = ("tools", "categories")
 _TOKEN_KEYS = ("name", "sha256", "roles")
@@ -165,8 +167,12 @@ def _role(value: Any, at: _Path) -> Permissions:
     if not isinstance(admin, bool):
         raise _Problem("admin must be true or false", (*at, "admin"))
     manage_tools, credentials = _manage_tools(data.get("manage_tools", False), (*at, "manage_tools"))
+    manage_assets = data.get("manage_assets", False)
+    if not isinstance(manage_assets, bool):
+        raise _Problem("manage_assets must be true or false", (*at, "manage_assets"))
     return Permissions(list=_grant(data.get("list"), (*at, "list")), call=_grant(data.get("call"), (*at, "call")),
-                       admin=admin, manage_tools=manage_tools, grantable_credentials=credentials)
+                       admin=admin, manage_tools=manage_tools, grantable_credentials=credentials,
+                       manage_assets=manage_assets)
 
 
 def _manage_tools(value: Any, at: _Path) -> tuple[bool, frozenset[str]]:

@@ -48,7 +48,8 @@ class Permissions:
     `admin` allows Reload and calling the `requires_admin` tools among those `call` covers. `manage_tools`
     allows creating, changing and removing user tools (admin implies it), and `grantable_credentials` names the
     credentials a user tool made by the caller may declare: only those listed, never implied (not even by
-    admin), since a user tool's script can print them.
+    admin), since a user tool's script can print them. `manage_assets` allows creating, changing, importing and
+    removing assets of the inventory (admin implies it).
     """
 
     list: ToolSet = ToolSet()
@@ -56,6 +57,7 @@ class Permissions:
     admin: bool = False
     manage_tools: bool = False
     grantable_credentials: frozenset[str] = frozenset()
+    manage_assets: bool = False
 
     def may_see(self, spec: ToolSpec) -> bool:
         return self.list.covers(spec) or self.call.covers(spec)
@@ -66,6 +68,10 @@ class Permissions:
     @property
     def may_manage_tools(self) -> bool:
         return self.admin or self.manage_tools
+
+    @property
+    def may_manage_assets(self) -> bool:
+        return self.admin or self.manage_assets
 
     @property
     def unrestricted(self) -> bool:
@@ -80,10 +86,11 @@ class Permissions:
                 return FULL_RIGHTS
             result = Permissions(result.list | grant.list, result.call | grant.call, result.admin or grant.admin,
                                  result.manage_tools or grant.manage_tools,
-                                 result.grantable_credentials | grant.grantable_credentials)
+                                 result.grantable_credentials | grant.grantable_credentials,
+                                 result.manage_assets or grant.manage_assets)
         return result
 
 
 # No grantable credentials: a caller the server does not tell apart (no authentication, the trusted socket)
 # may make user tools, but only a role in the auth file may hand one a credential.
-FULL_RIGHTS = Permissions(list=EVERY_TOOL, call=EVERY_TOOL, admin=True, manage_tools=True)
+FULL_RIGHTS = Permissions(list=EVERY_TOOL, call=EVERY_TOOL, admin=True, manage_tools=True, manage_assets=True)

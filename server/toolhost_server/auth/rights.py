@@ -5,6 +5,7 @@ web/app.py) and route_inspector reports it.
 - authenticated: any caller the server accepts; which tools it then sees and calls follows its roles' grants.
 - metrics_token: the bearer token of metrics_token_file (HTTP /metrics only).
 - manage_tools: the admin role or a role with `manage_tools: true` (user tools, tool conflicts).
+- manage_assets: the admin role or a role with `manage_assets: true` (the asset inventory).
 - admin: the admin role.
 
 Without an auth file every caller is accepted with every right: the declarations then say what the server would
@@ -21,4 +22,5 @@ class Right(StrEnum):
     AUTHENTICATED = "authenticated"
     METRICS_TOKEN = "metrics_token"
     MANAGE_TOOLS = "manage_tools"
+    MANAGE_ASSETS = "manage_assets"
     ADMIN = "admin"

@@ -8,6 +8,7 @@ import os
 
 from toolhost import DEFAULT_TARGET
 
+from ._assets_command import add_assets_parser
 from ._auth_commands import add_auth_parser
 from ._catalog_validate import catalog_validate
 from ._client_commands import call, reload, tools_get, tools_list
@@ -114,4 +115,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_db_parser(sub)
     add_instructions_parser(sub, connection)
     add_user_tools_parser(sub, connection)
+    add_assets_parser(sub, connection)
     return parser

@@ -43,6 +43,7 @@ from sqlalchemy import (
     Integer,
     MetaData,
     PrimaryKeyConstraint,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -238,6 +239,60 @@ def _add_version_details(connection: Connection) -> None:
     _add_column(connection, _tool_versions_v7, _version_details)
 
 
+# The asset inventory's tables as migration 8 creates them, frozen here.
+def _sorted_key_v8(length: int) -> String:
+    return String(length).with_variant(String(length, collation="C"), "postgresql")
+
+
+_version_8_tables = MetaData(naming_convention=schema_v1.metadata.naming_convention)
+Table(
+    "assets", _version_8_tables,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(128), nullable=False),
+    Column("name_key", _sorted_key_v8(128), nullable=False),
+    Column("hostname", String(253), nullable=False),
+    Column("hostname_key", _sorted_key_v8(253), nullable=False),
+    Column("os", Text, nullable=False),
+    Column("os_key", Text, nullable=False),
+    Column("platform", Text, nullable=False),
+    Column("platform_key", Text, nullable=False),
+    Column("site", Text, nullable=False),
+    Column("site_key", Text, nullable=False),
+    Column("winrm_port", Integer, nullable=False),
+    Column("winrm_ssl", Boolean, nullable=False),
+    Column("winrm_domain", Text, nullable=False),
+    Column("winrm_credential", String(64), nullable=False),
+    Column("winrm_authentication", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_assets_name_key", "name_key", unique=True),
+    Index("ix_assets_hostname_key", "hostname_key"),
+    Index("ix_assets_platform_key", "platform_key"),
+    Index("ix_assets_site_key", "site_key"),
+)
+Table(
+    "asset_addresses", _version_8_tables,
+    Column("asset_id", Integer, ForeignKey("assets.id"), nullable=False),
+    Column("position", SmallInteger, nullable=False, autoincrement=False),
+    Column("address", String(64), nullable=False),
+    PrimaryKeyConstraint("asset_id", "position"),
+)
+Table(
+    "asset_tags", _version_8_tables,
+    Column("asset_id", Integer, ForeignKey("assets.id"), nullable=False),
+    Column("position", SmallInteger, nullable=False, autoincrement=False),
+    Column("value", Text, nullable=False),
+    Column("value_key", Text, nullable=False),
+    PrimaryKeyConstraint("asset_id", "position"),
+    Index("ix_asset_tags_value_key", "value_key", "asset_id", unique=True),
+)
+
+
+def _create_assets(connection: Connection) -> None:
+    # New tables only: replicas of the previous release, still running during a rolling update, never touch them.
+    _create_tables(connection, _version_8_tables)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the credentials, audit_records and logs tables (toolhost before schema versions)",
               _create_version_1_tables),
@@ -251,6 +306,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               _remove_todos_of_bare_names),
     Migration(7, "tool_versions.details: the rest of a user tool's record at each version (NULL for older rows)",
               _add_version_details),
+    Migration(8, "the assets, asset_addresses and asset_tags tables (the asset inventory)", _create_assets),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

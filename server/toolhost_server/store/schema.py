@@ -198,3 +198,60 @@ memory_query_role = Table(
     Column("password", Text, nullable=False),
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
+
+
+def _sorted_key(length: int) -> String:
+    # PostgreSQL sorts these bytewise ("C"), as SQLite does, so that pages of assets come in one order on both.
+    return String(length).with_variant(String(length, collation="C"), "postgresql")
+
+
+# The asset inventory (toolhost_server.assets): one row per machine. Each `*_key` column holds its text
+# lower-cased by Python, which every filter compares with a lower-cased value, so that "regardless of case" means
+# the same on SQLite (whose lower() knows only ASCII) and PostgreSQL; the other columns keep the case for display.
+# `hostname` "" means the name. No secret: `winrm_credential` names a credential of the server's credential sources.
+assets = Table(
+    "assets", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(128), nullable=False),
+    Column("name_key", _sorted_key(128), nullable=False),
+    Column("hostname", String(253), nullable=False),
+    Column("hostname_key", _sorted_key(253), nullable=False),
+    Column("os", Text, nullable=False),
+    Column("os_key", Text, nullable=False),
+    Column("platform", Text, nullable=False),
+    Column("platform_key", Text, nullable=False),
+    Column("site", Text, nullable=False),
+    Column("site_key", Text, nullable=False),
+    Column("winrm_port", Integer, nullable=False),
+    Column("winrm_ssl", Boolean, nullable=False),
+    Column("winrm_domain", Text, nullable=False),
+    Column("winrm_credential", String(64), nullable=False),
+    Column("winrm_authentication", String(16), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_assets_name_key", "name_key", unique=True),
+    Index("ix_assets_hostname_key", "hostname_key"),
+    Index("ix_assets_platform_key", "platform_key"),
+    Index("ix_assets_site_key", "site_key"),
+)
+
+# An asset's IP addresses, in the order they are tried (`position`).
+asset_addresses = Table(
+    "asset_addresses", metadata,
+    Column("asset_id", Integer, ForeignKey("assets.id"), nullable=False),
+    Column("position", SmallInteger, nullable=False, autoincrement=False),
+    Column("address", String(64), nullable=False),
+    PrimaryKeyConstraint("asset_id", "position"),
+)
+
+# An asset's tags, in the order given; unique per asset regardless of case. The index on (value_key, asset_id)
+# makes the `tag` filter an indexed join on both databases.
+asset_tags = Table(
+    "asset_tags", metadata,
+    Column("asset_id", Integer, ForeignKey("assets.id"), nullable=False),
+    Column("position", SmallInteger, nullable=False, autoincrement=False),
+    Column("value", Text, nullable=False),
+    Column("value_key", Text, nullable=False),
+    PrimaryKeyConstraint("asset_id", "position"),
+    Index("ix_asset_tags_value_key", "value_key", "asset_id", unique=True),
+)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..search.service import SearchService
     from ..store.todo_table import TodoTable
     from ..user_tools.service import UserTools
+    from ..windows.credential_hosts import CredentialHosts
     from ..workspaces.workspace_set import WorkspaceSet
 
 
@@ -73,6 +74,10 @@ class ToolServices:
     # before they are returned, so the call's outcome, logs and spans hide them as a declared credential's.
     # MissingCredentialsError names each one no source holds.
     resolve_credentials: Callable[[Sequence[str]], Awaitable[ResolvedCredentials]] | None = None
+    # Where windows_list_directory may send each credential (Config.winrm_credential_hosts; None: nowhere), and
+    # the CA file WinRM over HTTPS trusts (Config.winrm_ca_file; "": the system's).
+    winrm_credential_hosts: CredentialHosts | None = None
+    winrm_ca_file: str = ""
     # The server's max_output_bytes: a tool that bounds its own output (read, bash) keeps under the smaller.
     max_output_bytes: int = 1024 * 1024
 

@@ -24,10 +24,10 @@ class RouteInspectorTool(Tool):
         "Lists what this server serves, read from its live listeners: every gRPC service and method (full name, "
         "request and response message types, streaming kind: unary, server, client or bidi) and every HTTP route "
         "(path, methods), each with the right it requires (none, authenticated, metrics_token, manage_tools, "
-        "admin). Narrow by `service` (a gRPC service's full or short name) or `kind`. Returns `addresses` (the "
-        "listeners, with their bound ports), `services` (each with its methods), `routes` and a summary (counts, "
-        "counts per right, notes). NOT_FOUND names the services when `service` matches none; INVALID_ARGUMENT "
-        "when `service` is given with kind http.")
+        "manage_assets, admin). Narrow by `service` (a gRPC service's full or short name) or `kind`. Returns "
+        "`addresses` (the listeners, with their bound ports), `services` (each with its methods), `routes` and a "
+        "summary (counts, counts per right, notes). NOT_FOUND names the services when `service` matches none; "
+        "INVALID_ARGUMENT when `service` is given with kind http.")
     category = "diagnostics"
     tags = ("introspection", "diagnostics", "api")
     # The surface tells which RPCs an attacker could try and which need less than admin: admins only.

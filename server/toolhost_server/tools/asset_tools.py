@@ -1,0 +1,243 @@
+"""The asset inventory's read tools for agents: asset_count and asset_search (seed 004's required tools).
+
+Both filter as AssetFilter does (the database evaluates it) and read the store in a worker thread. Assets hold no
+secret: a profile names its credential, whose values never leave the server's credential sources.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
+
+from ..assets.model import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TEXT_CHARS, NAME_PATTERN, Asset, AssetFilter
+from ..assets.paging import decode_page_token, encode_page_token
+from ..errors import InvalidPageTokenError
+from ..model import Annotations, Example, Parameter
+from ..store.errors import StoreError
+from .base import Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
+
+if TYPE_CHECKING:
+    from ..assets.table import AssetTable
+
+T = TypeVar("T")
+
+FILTER_NAMES: Final = ("os", "platform", "site", "tag", "name")
+# Stored values hold no control character (assets/validation.py), so a filter with one could match nothing; refused
+# by the schema, it never reaches the database (PostgreSQL rejects a NUL in a parameter outright).
+_NO_CONTROL_CHARACTERS: Final = "^[^\\x00-\\x1f\\x7f]*$"
+_FILTER_SCHEMA: Final = {"maxLength": MAX_TEXT_CHARS, "pattern": _NO_CONTROL_CHARACTERS}
+_FILTER_PARAMETERS: Final = (
+    Parameter("os", "string", "Only assets whose operating system contains this text, ignoring case: \"Windows 10\" "
+                              "matches \"Microsoft Windows 10 Pro\".", schema=_FILTER_SCHEMA),
+    Parameter("platform", "string", "Only assets of this platform (whole value, ignoring case), e.g. windows.",
+              schema=_FILTER_SCHEMA),
+    Parameter("site", "string", "Only assets at this site (whole value, ignoring case).", schema=_FILTER_SCHEMA),
+    Parameter("tag", "string", "Only assets with this tag (whole tag, ignoring case).", schema=_FILTER_SCHEMA),
+    Parameter("name", "string", "Only assets whose name matches this glob, ignoring case: * any characters, ? one "
+                                "(ws-* matches ws-042).", schema=_FILTER_SCHEMA),
+)
+# Tokens hold a name of at most 128 characters and a digest: far below this, base64 included.
+MAX_PAGE_TOKEN_CHARS: Final = 512
+# The longest name a token may continue after, for sizing the line that carries the token.
+_LONGEST_NAME: Final = "z" * 128
+
+
+class _AssetTool(Tool):
+    category = "asset"
+    tags = ("asset", "inventory")
+    annotations = Annotations(read_only=True, idempotent=True)
+
+    @classmethod
+    def unserved_because(cls, services: ToolServices) -> str:
+        return "" if services.assets is not None else "no store to keep the asset inventory in"
+
+
+class AssetCount(_AssetTool):
+    name = "asset_count"
+    display_name = "Asset Count"
+    description = (
+        "Count assets in inventory: how many machines match every filter given (none: all of them). The output is "
+        "the number; the structured output adds the filters it applied. asset_search lists them.")
+    parameters = _FILTER_PARAMETERS
+    output_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "count": {"type": "integer", "description": "How many assets match."},
+            "filters": {"type": "object", "description": "The filters given, by name.",
+                        "additionalProperties": {"type": "string"}},
+        },
+        "required": ["count", "filters"],
+    }
+    examples = (
+        Example("How many Windows 10 machines there are", {"os": "Windows 10"}),
+        Example("Assets tagged finance at the berlin site", {"tag": "finance", "site": "berlin"}),
+    )
+    intents = (r"(?i)^how many (?P<os>.+?) os assets do we have\??$",)
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        table = _assets(context)
+        filters = _given_filters(arguments)
+        count = await _in_store(lambda: table.count(AssetFilter(**filters)), context)
+        return ToolOutput(text=str(count), structured={"count": count, "filters": filters})
+
+
+class AssetSearch(_AssetTool):
+    name = "asset_search"
+    display_name = "Asset Search"
+    description = (
+        "Search and list assets: the machines that match every filter given, sorted by name, a page at a time "
+        "(name, hostname, addresses, os, platform, site, tags, and the WinRM profile with the NAME of its "
+        "credential; never a credential's value). `total` counts every match; pass `next_page_token` back, with "
+        "the same filters, for the next page (empty on the last). A page is cut short to fit the server's "
+        "max_output_bytes; the token then continues after the last asset shown.")
+    parameters = (
+        *_FILTER_PARAMETERS,
+        Parameter("page_size", "integer", f"The most assets to return (default {DEFAULT_PAGE_SIZE}).",
+                  default=DEFAULT_PAGE_SIZE, schema={"minimum": 1, "maximum": MAX_PAGE_SIZE}),
+        Parameter("page_token", "string", "The next_page_token of the previous page (same filters).", default="",
+                  schema={"maxLength": MAX_PAGE_TOKEN_CHARS}),
+    )
+    output_schema: ClassVar[Mapping[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "assets": {"type": "array", "items": {"type": "object"},
+                       "description": "The page's assets: name, hostname, addresses, os, platform, site, tags, "
+                                      "winrm {port, ssl, domain, credential, authentication}."},
+            "total": {"type": "integer", "description": "How many assets match, over every page."},
+            "next_page_token": {"type": "string", "description": "Empty on the last page."},
+        },
+        "required": ["assets", "total", "next_page_token"],
+    }
+    examples = (
+        Example("Windows 10 machines", {"os": "Windows 10"}),
+        Example("Workstations by name, 20 at a time", {"name": "ws-*", "page_size": 20}),
+    )
+
+    async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
+        table = _assets(context)
+        filters = _given_filters(arguments)
+        where = AssetFilter(**filters)
+        after = _decode(arguments["page_token"], where) if arguments["page_token"] else ""
+
+        def read() -> tuple[list[Asset], str, int]:
+            assets, next_after = table.page(where, after, int(arguments["page_size"]))
+            return assets, next_after, table.count(where)
+
+        assets, next_after, total = await _in_store(read, context)
+        limit = min(type(self).max_output_bytes or context.services.max_output_bytes,
+                    context.services.max_output_bytes)
+        kept = _fitting(assets, _header(len(assets), total, filters), limit, where)
+        if len(kept) < len(assets):
+            next_after = kept[-1].name.lower()
+        token = encode_page_token(where, next_after)
+        lines = [_header(len(kept), total, filters), *(_line(asset) for asset in kept)]
+        if token:
+            lines.append(_more(token))
+        return ToolOutput(text="\n".join(lines), structured={
+            "assets": [asset.summary() for asset in kept], "total": total, "next_page_token": token})
+
+
+def _assets(context: ToolContext) -> AssetTable:
+    table = context.services.assets
+    if table is None:  # the tools are not served then; only a direct run (a test) can get here
+        raise RuntimeError(f"{context.tool_name} was run by a server without an asset inventory")
+    return table
+
+
+def _given_filters(arguments: Mapping[str, Any]) -> dict[str, str]:
+    """The filters the caller set, by name; an empty one filters nothing, as AssetFilter reads it."""
+    return {name: str(arguments[name]) for name in FILTER_NAMES if arguments.get(name)}
+
+
+# --- the text output and what fits in it --------------------------------------------------------------------------
+
+
+def _header(shown: int, total: int, filters: Mapping[str, str]) -> str:
+    applied = ", ".join(f"{name} {_quoted(value)}" for name, value in filters.items())
+    if total == 0:
+        return f"no assets match {applied}" if applied else (
+            "the inventory holds no assets (toolhost assets import adds them)")
+    return f"{shown} of {total} assets" + (f" matching {applied}" if applied else "")
+
+
+def _line(asset: Asset) -> str:
+    parts = [f"hostname {asset.effective_hostname}"]
+    if asset.addresses:
+        parts.append(f"addresses {', '.join(asset.addresses)}")
+    for label, value in (("os", asset.os), ("platform", asset.platform), ("site", asset.site)):
+        if value:
+            parts.append(f"{label} {_quoted(value)}")
+    if asset.tags:
+        parts.append("tags " + ", ".join(_quoted(tag) for tag in asset.tags))
+    winrm = asset.winrm
+    domain = f" domain {_quoted(winrm.domain)}" if winrm.domain else ""
+    parts.append(f"winrm {'https' if winrm.ssl else 'http'} port {winrm.effective_port} {winrm.authentication}"
+                 f"{domain} credential {_quoted(winrm.effective_credential)}")
+    return f"- {asset.name}: " + "; ".join(parts)
+
+
+def _more(token: str) -> str:
+    return f"more: call asset_search again with the same filters and page_token {token}"
+
+
+def _quoted(value: str) -> str:
+    """`value` in double quotes, escaped as JSON: an asset editor's text cannot pass for the output's own words."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _fitting(assets: list[Asset], header: str, limit: int, where: AssetFilter) -> list[Asset]:
+    """The first `assets` whose text and structured output both stay within `limit` bytes, as the server measures
+    them (UTF-8; the structured output as json.dumps writes it); with room for a next page token."""
+    if not assets:
+        return assets
+    longest_token = encode_page_token(where, _LONGEST_NAME)
+    # The header only shrinks as the shown count does, and the total does not change: the first page's is an upper
+    # bound.
+    text_used = _size(header) + 1 + _size(_more(longest_token))
+    structured_used = _size(json.dumps(
+        {"assets": [], "total": 2**63, "next_page_token": longest_token}, ensure_ascii=False))
+    kept = 0
+    for asset in assets:
+        text_used += _size(_line(asset)) + 1
+        structured_used += _size(json.dumps(asset.summary(), ensure_ascii=False)) + len(", ")
+        if text_used > limit or structured_used > limit:
+            break
+        kept += 1
+    if kept == 0:
+        raise ToolRaisedFailure(
+            f"asset {assets[0].name!r} alone is larger than this server's max_output_bytes ({limit}); ask the "
+            "operator to raise max_output_bytes", "OUTPUT_TOO_LARGE")
+    return assets[:kept]
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+# --- page tokens ------------------------------------------------------------------------------------------------
+
+
+def _decode(token: str, where: AssetFilter) -> str:
+    """The lower-cased name a token continues after (ListAssets' tokens, assets/paging.py); InvalidPageTokenError
+    for one this server did not issue for the same filters."""
+    after = decode_page_token(token, where)
+    # A name, as the inventory allows them: a forged position (a NUL, which PostgreSQL refuses outright, or any
+    # other character no name holds) never reaches the database.
+    if not (NAME_PATTERN.fullmatch(after) and after == after.lower()):
+        raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
+                                    "page_token")
+    return after
+
+
+async def _in_store(work: Callable[[], T], context: ToolContext) -> T:
+    """`work()` in a worker thread (the table blocks); the store's failures as the tool's."""
+    try:
+        return await asyncio.to_thread(work)
+    except StoreError:
+        # Where the store is (a path, a URL) is for the operator's log, not for the caller.
+        context.logger.warning("the asset inventory failed in call %s", context.call_id, exc_info=True)
+        raise ToolRaisedFailure(
+            f"the server's database cannot be used now; retry later (the server log has the detail under call id "
+            f"{context.call_id})", "STORE_UNAVAILABLE") from None
