@@ -16,6 +16,8 @@ from google.protobuf import field_mask_pb2
 
 from toolhost.v1 import asset_service_pb2 as pb
 from toolhost.v1 import asset_service_pb2_grpc
+from toolhost_server.assets.model import AssetFilter
+from toolhost_server.assets.paging import filter_digest
 
 from helpers.servers import RunningServer, ServerFactory
 from helpers.status import error_details
@@ -149,6 +151,11 @@ def forged(data: object) -> str:
     forged({"a": "", "f": "x"}), forged({"a": "x" * 500, "f": "x"}),
     base64.urlsafe_b64encode(b"[" * 50_000 + b"]" * 50_000).decode(),
     base64.urlsafe_b64encode(b"\xff\xfe").decode(),
+    # With the right digest of the empty filter (not secret: anyone can compute it), a position no lower-cased
+    # name can be: a NUL would reach PostgreSQL, which refuses it outright (UNAVAILABLE instead of this refusal).
+    forged({"a": "ws\u0000", "f": filter_digest(AssetFilter())}),
+    forged({"a": "WS-1", "f": filter_digest(AssetFilter())}),
+    forged({"a": "ws 1", "f": filter_digest(AssetFilter())}),
 ])
 async def test_a_forged_page_token_is_refused(start_server: ServerFactory, token: str):
     stub = stub_of(await start_server())

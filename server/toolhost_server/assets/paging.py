@@ -16,11 +16,10 @@ import json
 from typing import Final
 
 from ..errors import InvalidPageTokenError, InvalidRequestError
-from .model import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, AssetFilter
+from .model import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, NAME_PATTERN, AssetFilter
 
 # A token this server makes is under 300 characters (a name of at most 128 and a digest); a longer one is forged.
 _MAX_TOKEN_CHARS: Final = 1024
-_MAX_AFTER_CHARS: Final = 128
 
 
 def filter_digest(where: AssetFilter) -> str:
@@ -51,7 +50,9 @@ def decode_page_token(token: str, where: AssetFilter) -> str:
     except (ValueError, KeyError, TypeError, RecursionError):
         raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
                                     "page_token") from None
-    if not isinstance(after, str) or not after or len(after) > _MAX_AFTER_CHARS:
+    # A lower-cased name, as the inventory allows them: a forged position (a NUL, which PostgreSQL refuses
+    # outright, or any character no name holds) never reaches the database.
+    if not isinstance(after, str) or not NAME_PATTERN.fullmatch(after) or after != after.lower():
         raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
                                     "page_token")
     if digest != filter_digest(where):

@@ -11,9 +11,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
-from ..assets.model import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TEXT_CHARS, NAME_PATTERN, Asset, AssetFilter
+from ..assets.model import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TEXT_CHARS, Asset, AssetFilter
 from ..assets.paging import decode_page_token, encode_page_token
-from ..errors import InvalidPageTokenError
 from ..model import Annotations, Example, Parameter
 from ..store.errors import StoreError
 from .base import Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
@@ -119,7 +118,7 @@ class AssetSearch(_AssetTool):
         table = _assets(context)
         filters = _given_filters(arguments)
         where = AssetFilter(**filters)
-        after = _decode(arguments["page_token"], where) if arguments["page_token"] else ""
+        after = decode_page_token(arguments["page_token"], where) if arguments["page_token"] else ""
 
         def read() -> tuple[list[Asset], str, int]:
             assets, next_after = table.page(where, after, int(arguments["page_size"]))
@@ -217,18 +216,6 @@ def _size(text: str) -> int:
 
 
 # --- page tokens ------------------------------------------------------------------------------------------------
-
-
-def _decode(token: str, where: AssetFilter) -> str:
-    """The lower-cased name a token continues after (ListAssets' tokens, assets/paging.py); InvalidPageTokenError
-    for one this server did not issue for the same filters."""
-    after = decode_page_token(token, where)
-    # A name, as the inventory allows them: a forged position (a NUL, which PostgreSQL refuses outright, or any
-    # other character no name holds) never reaches the database.
-    if not (NAME_PATTERN.fullmatch(after) and after == after.lower()):
-        raise InvalidPageTokenError("page_token is not one this server issued; start again with an empty "
-                                    "page_token")
-    return after
 
 
 async def _in_store(work: Callable[[], T], context: ToolContext) -> T:
