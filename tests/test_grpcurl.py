@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolhost.v1 import log_service_pb2, tool_service_pb2, user_tool_service_pb2
+from toolhost.v1 import asset_service_pb2, log_service_pb2, tool_service_pb2, user_tool_service_pb2
 
 from helpers.paths import tool_binary
 from helpers.servers import ServerProcess
@@ -115,8 +115,10 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 DOCUMENTED_ADDRESS = "127.0.0.1:50051"
 
 
-# The sentence before the README's user-tool walk-through, whose commands run in order against one server.
+# The sentences before the README's walk-throughs (user tools, assets), whose commands run in order against one
+# server.
 WALK_THROUGH = "against a fresh `toolhost serve`, in this order"
+ASSET_WALK_THROUGH = "against a fresh `toolhost serve`, one after another"
 
 
 def _commands_after(marker: str) -> list[str]:
@@ -139,16 +141,22 @@ def walk_through_commands() -> list[str]:
     return _commands_after(WALK_THROUGH)
 
 
+def asset_walk_through_commands() -> list[str]:
+    """The commands of the README's AssetService walk-through: each needs the ones before it."""
+    return _commands_after(ASSET_WALK_THROUGH)
+
+
 def test_the_readme_documents_every_rpc_and_both_health_checks():
-    commands = "\n".join(documented_commands() + walk_through_commands())
+    documented = documented_commands() + walk_through_commands() + asset_walk_through_commands()
+    commands = "\n".join(documented)
     services = [tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"],
                 log_service_pb2.DESCRIPTOR.services_by_name["LogService"],
-                user_tool_service_pb2.DESCRIPTOR.services_by_name["UserToolService"]]
+                user_tool_service_pb2.DESCRIPTOR.services_by_name["UserToolService"],
+                asset_service_pb2.DESCRIPTOR.services_by_name["AssetService"]]
     for service in services:
         for method in service.methods:
             assert f"{service.full_name}/{method.name}" in commands, f"no grpcurl command for {method.name}"
-    probes = [c.split("#")[0].split() for c in documented_commands() + walk_through_commands()
-              if c.startswith("grpc-health-probe")]
+    probes = [c.split("#")[0].split() for c in documented if c.startswith("grpc-health-probe")]
     assert ["grpc-health-probe", "-addr", DOCUMENTED_ADDRESS] in probes  # overall
     for service in services:  # and per service
         assert ["grpc-health-probe", "-addr", DOCUMENTED_ADDRESS, "-service", service.full_name] in probes
@@ -176,6 +184,19 @@ async def test_the_user_tool_walk_through_runs_as_written():
     await server.start()
     try:
         for command in walk_through_commands():
+            await run_documented(command, server.target)
+    finally:
+        await server.stop()
+
+
+@pytest.mark.server
+@pytest.mark.slow
+async def test_the_asset_walk_through_runs_as_written():
+    # In order, on one fresh `toolhost serve`: create, get (another case), list, update, import (checked only), delete.
+    server = ServerProcess()
+    await server.start()
+    try:
+        for command in asset_walk_through_commands():
             await run_documented(command, server.target)
     finally:
         await server.stop()
