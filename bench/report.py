@@ -29,6 +29,7 @@ TITLES = {
     "workspace_tools": "Workspace tools: grep, glob, read",
     "file_search": "File search index: build, search, recent_files, new files",
     "user_tools": "User tools: propagation between replicas, CreateUserTool",
+    "assets": "Asset inventory: asset_count, asset_search, windows_list_directory",
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, delete, exists, func, insert, select, update
+from sqlalchemy import ColumnElement, Connection, delete, func, insert, select, update
 from sqlalchemy import text as sql_text
 
 from ..errors import AlreadyExistsError, FailedPreconditionError, InvalidRequestError, ResourceNotFoundError
@@ -216,8 +216,10 @@ def _matching(where: AssetFilter) -> list[ColumnElement[bool]]:
     if where.site:
         conditions.append(assets.c.site_key == key_of(where.site))
     if where.tag:
-        conditions.append(exists().where(asset_tags.c.asset_id == assets.c.id,
-                                         asset_tags.c.value_key == key_of(where.tag)))
+        # IN over the tag index rather than a correlated EXISTS, which SQLite ran once per asset (a full scan:
+        # 200 ms over 100,000 assets against 2 ms; `make bench --only assets`).
+        conditions.append(assets.c.id.in_(
+            select(asset_tags.c.asset_id).where(asset_tags.c.value_key == key_of(where.tag))))
     if where.name:
         glob = key_of(where.name)
         if "*" in glob or "?" in glob:
