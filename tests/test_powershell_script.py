@@ -33,9 +33,9 @@ HOSTILE_PATHS = (
     "C:\\x\u201a; evil; \u201a",
     "C:\\x\u201b; evil; \u201b",
     "C:\\x'\u2019\u2018\u201a\u201b''",
-    "'",
-    "''",
-    "\u2019",
+    "C:\\'",
+    "C:\\''",
+    "C:\\\u2019",
     "C:\\$(Stop-Computer)\\${env:PATH}\\$env:USERNAME",
     "C:\\tab`t`n`0back`'tick`",
     "C:\\a\nb\r\nc'\n; evil\n'",
@@ -69,6 +69,19 @@ def test_the_script_holds_the_path_only_as_the_literal(path):
     assert literal_path(script) == path
     # Everything but the literal is the same script whatever the path.
     assert script.replace(quote_literal(path), "'C:\\'", 1) == list_directory_script("C:\\")
+
+
+@pytest.mark.parametrize("path", [
+    "\\\\attacker.example\\share", "//attacker.example/share", "\\\\?\\UNC\\attacker.example\\share",
+    "\\\\.\\pipe\\x", "\\\\10.9.9.9\\c$", "\\\\attacker.example@SSL@443\\DavWWWRoot",
+    "Microsoft.PowerShell.Core\\FileSystem::\\\\attacker.example\\share", "FileSystem::C:\\", "C:\\x::y",
+    "C:", "C:Users", "Users", "\\Windows", "HKLM:\\SOFTWARE", "Env:\\",
+])
+def test_only_a_path_on_a_drive_of_the_host_is_listed(path):
+    # A UNC, device or provider path would make the host connect where the caller says, with the logon of the
+    # call's credential (finding 1 of the issue 22 review): refused before any script is made.
+    with pytest.raises(UnusablePathError, match="drive letter"):
+        list_directory_script(path)
 
 
 def test_the_script_is_exactly_this():

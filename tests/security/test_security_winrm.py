@@ -200,6 +200,22 @@ async def test_injection_paths_reach_powershell_only_as_the_literal(start_server
                             re.IGNORECASE), command_line
 
 
+async def test_a_path_that_would_make_the_host_connect_elsewhere_is_refused_before_any_connection(start_server):
+    # UNC, device and provider paths would have the Windows host open SMB or WebDAV to the caller's server with
+    # the logon of the call's credential (basic keeps the password for onward connections): review finding 1.
+    with FakeWinrm(tls=True, authentication="basic", username=USERNAME, password=CANARY,
+                   responder=echoing_responder) as fake:
+        server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS, winrm_ca_file=fake.ca_file)
+        await add_assets(server, fake_asset(fake))
+        for path in ("\\\\attacker.example\\share", "\\\\?\\UNC\\attacker.example\\share",
+                     "Microsoft.PowerShell.Core\\FileSystem::\\\\attacker.example\\share",
+                     "\\\\attacker.example@SSL@443\\DavWWWRoot", "//attacker.example/share"):
+            response = await list_directory(server, "ws-042", path)
+            assert not response.success and response.error.code == "INVALID_PATH", (path, response.error)
+            assert "drive letter" in response.error.message
+        assert fake.connections == 0 and fake.scripts == []
+
+
 @pytest.mark.parametrize("path", ["C:\\a\x00b", "C:\\a\x1b[2J", "C:\\a\x9b", "C:\\" + "a" * 1022])
 async def test_paths_with_control_characters_or_too_long_are_the_callers_mistake(start_server, path):
     server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS)

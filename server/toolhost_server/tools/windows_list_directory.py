@@ -83,8 +83,9 @@ class WindowsListDirectory(Tool):
         Parameter("host", "string", "The asset's name or hostname (ignoring case), for example 'ws-042'.",
                   required=True, schema={"minLength": 1, "maxLength": HOST_MAX_LENGTH,
                                          "pattern": _NO_CONTROL_CHARACTERS}),
-        Parameter("path", "string", "The directory to list, for example 'C:\\Users' (default C:\\). Any "
-                  "character but control characters (tab and line breaks pass); wildcards are not expanded.",
+        Parameter("path", "string", "The directory to list, on one of the host's drives, for example "
+                  "'C:\\Users' (default C:\\); UNC, device and provider paths are refused. Any character but "
+                  "control characters (tab and line breaks pass); wildcards are not expanded.",
                   default=DEFAULT_PATH,
                   schema={"minLength": 1, "maxLength": MAX_PATH_CHARS, "pattern": _PATH_PATTERN}),
     )

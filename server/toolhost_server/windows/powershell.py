@@ -27,6 +27,11 @@ MAX_PATH_CHARS: Final = 1024
 # single-quoted string they are literal characters, and the tests show they reach PowerShell as such.
 _CONTROL: Final = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
+# A path on one of the host's drives. A UNC (\\server\share), device (\\?\UNC\..., \\.\pipe) or
+# provider-qualified (FileSystem::\\server\share) path would make the Windows host connect where the caller says,
+# outside the egress policy and winrm_credential_hosts, as the logon the call's credential made (a basic
+# authentication logon keeps the password for onward connections, so the credential's NTLM response would go too).
+_DRIVE_PATH: Final = re.compile(r"[A-Za-z]:[\\/]")
 
 DEFAULT_PATH: Final = "C:\\"
 
@@ -100,6 +105,12 @@ def check_path(path: str) -> None:
         raise UnusablePathError("the path is empty; give a directory such as C:\\ or C:\\Users")
     if len(path) > MAX_PATH_CHARS:
         raise UnusablePathError(f"the path has {len(path)} characters, more than the {MAX_PATH_CHARS} allowed")
+    # `::` anywhere: PowerShell may read what precedes it as a provider name (Provider::path).
+    if not _DRIVE_PATH.match(path) or "::" in path:
+        raise UnusablePathError(
+            "give a directory on one of the host's drives, starting with a drive letter, such as C:\\ or "
+            "D:\\data; UNC (\\\\server\\share), device (\\\\?\\, \\\\.\\), provider-qualified (X::) and "
+            "relative paths are refused: the host would connect elsewhere with the call's credential")
     control = _CONTROL.search(path)
     if control is not None:
         raise UnusablePathError(
