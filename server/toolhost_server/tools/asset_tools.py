@@ -6,21 +6,15 @@ secret: a profile names its credential, whose values never leave the server's cr
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
 
 from ..assets.model import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TEXT_CHARS, Asset, AssetFilter
 from ..assets.paging import decode_page_token, encode_page_token
 from ..model import Annotations, Example, Parameter
-from ..store.errors import StoreError
+from .asset_inventory import in_inventory, inventory_of, unserved_without_inventory
 from .base import Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
-
-if TYPE_CHECKING:
-    from ..assets.table import AssetTable
-
-T = TypeVar("T")
 
 FILTER_NAMES: Final = ("os", "platform", "site", "tag", "name")
 # Stored values hold no control character (assets/validation.py), so a filter with one could match nothing; refused
@@ -50,7 +44,7 @@ class _AssetTool(Tool):
 
     @classmethod
     def unserved_because(cls, services: ToolServices) -> str:
-        return "" if services.assets is not None else "no store to keep the asset inventory in"
+        return unserved_without_inventory(services)
 
 
 class AssetCount(_AssetTool):
@@ -76,9 +70,9 @@ class AssetCount(_AssetTool):
     intents = (r"(?i)^how many (?P<os>.+?) os assets do we have\??$",)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        table = _assets(context)
+        table = inventory_of(context)
         filters = _given_filters(arguments)
-        count = await _in_store(lambda: table.count(AssetFilter(**filters)), context)
+        count = await in_inventory(lambda: table.count(AssetFilter(**filters)), context)
         return ToolOutput(text=str(count), structured={"count": count, "filters": filters})
 
 
@@ -115,7 +109,7 @@ class AssetSearch(_AssetTool):
     )
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
-        table = _assets(context)
+        table = inventory_of(context)
         filters = _given_filters(arguments)
         where = AssetFilter(**filters)
         after = decode_page_token(arguments["page_token"], where) if arguments["page_token"] else ""
@@ -124,7 +118,7 @@ class AssetSearch(_AssetTool):
             assets, next_after = table.page(where, after, int(arguments["page_size"]))
             return assets, next_after, table.count(where)
 
-        assets, next_after, total = await _in_store(read, context)
+        assets, next_after, total = await in_inventory(read, context)
         limit = min(type(self).max_output_bytes or context.services.max_output_bytes,
                     context.services.max_output_bytes)
         kept = _fitting(assets, _header(len(assets), total, filters), limit, where)
@@ -138,11 +132,6 @@ class AssetSearch(_AssetTool):
             "assets": [asset.summary() for asset in kept], "total": total, "next_page_token": token})
 
 
-def _assets(context: ToolContext) -> AssetTable:
-    table = context.services.assets
-    if table is None:  # the tools are not served then; only a direct run (a test) can get here
-        raise RuntimeError(f"{context.tool_name} was run by a server without an asset inventory")
-    return table
 
 
 def _given_filters(arguments: Mapping[str, Any]) -> dict[str, str]:
@@ -215,16 +204,5 @@ def _size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-# --- page tokens ------------------------------------------------------------------------------------------------
 
 
-async def _in_store(work: Callable[[], T], context: ToolContext) -> T:
-    """`work()` in a worker thread (the table blocks); the store's failures as the tool's."""
-    try:
-        return await asyncio.to_thread(work)
-    except StoreError:
-        # Where the store is (a path, a URL) is for the operator's log, not for the caller.
-        context.logger.warning("the asset inventory failed in call %s", context.call_id, exc_info=True)
-        raise ToolRaisedFailure(
-            f"the server's database cannot be used now; retry later (the server log has the detail under call id "
-            f"{context.call_id})", "STORE_UNAVAILABLE") from None

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
 
 from ..assets.model import Asset
 from ..credentials.resolved import Credential
 from ..errors import MissingCredentialsError
 from ..model import Annotations, Example, Parameter
-from ..store.errors import StoreError
 from ..windows.connection_plan import merged_login, plan_connection, refuse_insecure_transport
 from ..windows.credential_hosts import CredentialHosts
 from ..windows.directory_listing import (
@@ -29,13 +28,9 @@ from ..windows.directory_listing import (
     remote_error,
 )
 from ..windows.powershell import DEFAULT_PATH, MAX_ENTRIES, MAX_PATH_CHARS, UnusablePathError, list_directory_script
+from .asset_inventory import in_inventory, inventory_of, unserved_without_inventory
 from .base import Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
 from .net import HOST_MAX_LENGTH
-
-if TYPE_CHECKING:
-    from ..assets.table import AssetTable
-
-T = TypeVar("T")
 
 TIMEOUT_SECONDS: Final = 60
 # Of the call's time, what is left for the tool's own work: the rest lets it report its own TIMEOUT (saying
@@ -112,7 +107,7 @@ class WindowsListDirectory(Tool):
 
     @classmethod
     def unserved_because(cls, services: ToolServices) -> str:
-        return "" if services.assets is not None else "no store to keep the asset inventory in"
+        return unserved_without_inventory(services)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         from ..windows.winrm_client import WinrmFailure, run_powershell
@@ -172,8 +167,8 @@ class WindowsListDirectory(Tool):
 async def _find_asset(host: str, context: ToolContext) -> Asset:
     """The asset named `host`, else the one whose hostname it is, ignoring case; ASSET_NOT_FOUND (with close
     names) or AMBIGUOUS_HOST."""
-    table = _assets(context)
-    found = await _in_store(lambda: table.find_host(host), context)
+    table = inventory_of(context)
+    found = await in_inventory(lambda: table.find_host(host), context)
     if len(found) == 1:
         return found[0]
     if found:
@@ -181,7 +176,7 @@ async def _find_asset(host: str, context: ToolContext) -> Asset:
         raise ToolRaisedFailure(
             f"{host!r} is the hostname of several assets ({names}); call again with one of those names",
             "AMBIGUOUS_HOST")
-    close = await _in_store(lambda: table.close_names(host), context)
+    close = await in_inventory(lambda: table.close_names(host), context)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ToolRaisedFailure(
         f"no asset is named {host!r} or has it as hostname{hint} (asset_search lists the inventory)",
@@ -206,22 +201,8 @@ async def _credential(asset: Asset, context: ToolContext) -> Credential:
             f"{name}`; the server log says where it looked", "MISSING_CREDENTIALS") from None
 
 
-def _assets(context: ToolContext) -> AssetTable:
-    table = context.services.assets
-    if table is None:  # the tool is not served then; only a direct run (a test) can get here
-        raise RuntimeError(f"{context.tool_name} was run by a server without an asset inventory")
-    return table
 
 
-async def _in_store(work: Callable[[], T], context: ToolContext) -> T:
-    """`work()` in a worker thread (the table blocks); the store's failures as the tool's."""
-    try:
-        return await asyncio.to_thread(work)
-    except StoreError:
-        context.logger.warning("the asset inventory failed in call %s", context.call_id, exc_info=True)
-        raise ToolRaisedFailure(
-            f"the server's database cannot be used now; retry later (the server log has the detail under call id "
-            f"{context.call_id})", "STORE_UNAVAILABLE") from None
 
 
 def _header(asset: Asset, path: str, shown: int, truncated: bool) -> str:
