@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,7 +33,8 @@ from toolhost_server.store.errors import StoreValueError
 from toolhost_server.store.migrations import LATEST_VERSION, MIGRATIONS, schema_version
 from toolhost_server.store.schema import asset_addresses, asset_tags, assets, todos
 
-from helpers.waiting import until, within
+from helpers.lock_races import libpq_dsn, outcome_of, queued_behind_lock
+from helpers.waiting import within
 
 FLEET = (
     Asset("ws-001", os="Microsoft Windows 10 Pro", platform="Windows", site="Berlin-DC1", tags=("Finance", "laptop")),
@@ -120,35 +121,25 @@ def test_count_is_one_statement_that_reads_no_asset_and_the_tag_filter_uses_its_
                                                                                      store: Store):
     for asset in FLEET:
         table.create(asset)
-    statements: list[tuple[str, Any]] = []
-
-    def seen(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        statements.append((statement, parameters))
-
-    event.listen(Engine, "before_cursor_execute", seen)
-    try:
-        assert table.count(AssetFilter(tag="finance", os="windows")) == 2
-    finally:
-        event.remove(Engine, "before_cursor_execute", seen)
-    [(statement, parameters)] = [(s, p) for s, p in statements if "asset" in s]
+    [(statement, parameters)] = asset_statements(lambda: table.count(AssetFilter(tag="finance", os="windows")) == 2)
     assert statement.lstrip().upper().startswith("SELECT COUNT(*)")
     assert "asset_tags" in statement
-    with store.begin() as connection:
-        cursor = connection.connection.cursor()
-        if store.dialect == "postgresql":
-            # A few rows are cheaper to scan: the planner is told not to, to show the index can serve the join.
-            cursor.execute("SET LOCAL enable_seqscan = off")
-            cursor.execute("EXPLAIN " + statement, parameters)
-        else:
-            cursor.execute("EXPLAIN QUERY PLAN " + statement, parameters)
-        plan = " ".join(str(row) for row in cursor.fetchall())
-    assert "ix_asset_tags_value_key" in plan, plan
+    assert "ix_asset_tags_value_key" in query_plan(store, statement, parameters)
 
 
 def test_a_tag_filter_alone_reads_the_tagged_assets_not_every_asset(table: AssetTable, store: Store):
     # A correlated EXISTS ran the tag lookup once per asset: a scan of the whole inventory (200 ms at 100,000
     # assets in `make bench --only assets`). The tag index finds the assets, which are then read by key.
     table.create(Asset("ws-1", tags=("finance",)))
+    [(statement, parameters)] = asset_statements(lambda: table.count(AssetFilter(tag="FINANCE")) == 1)
+    plan = query_plan(store, statement, parameters)
+    assert "ix_asset_tags_value_key" in plan, plan
+    if store.dialect == "sqlite":
+        assert "SCAN assets" not in plan, plan
+
+
+def asset_statements(work: Callable[[], bool]) -> list[tuple[str, Any]]:
+    """The statements on asset tables that `work` ran (it returns whether its answer was right)."""
     statements: list[tuple[str, Any]] = []
 
     def seen(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
@@ -156,21 +147,22 @@ def test_a_tag_filter_alone_reads_the_tagged_assets_not_every_asset(table: Asset
 
     event.listen(Engine, "before_cursor_execute", seen)
     try:
-        assert table.count(AssetFilter(tag="FINANCE")) == 1
+        assert work()
     finally:
         event.remove(Engine, "before_cursor_execute", seen)
-    [(statement, parameters)] = [(s, p) for s, p in statements if "asset" in s]
+    return [(statement, parameters) for statement, parameters in statements if "asset" in statement]
+
+
+def query_plan(store: Store, statement: str, parameters: Any) -> str:
     with store.begin() as connection:
         cursor = connection.connection.cursor()
         if store.dialect == "postgresql":
+            # A few rows are cheaper to scan: the planner is told not to, to show the index can serve the query.
             cursor.execute("SET LOCAL enable_seqscan = off")
             cursor.execute("EXPLAIN " + statement, parameters)
         else:
             cursor.execute("EXPLAIN QUERY PLAN " + statement, parameters)
-        plan = " ".join(str(row) for row in cursor.fetchall())
-    assert "ix_asset_tags_value_key" in plan, plan
-    if store.dialect == "sqlite":
-        assert "SCAN assets" not in plan, plan
+        return " ".join(str(row) for row in cursor.fetchall())
 
 
 def host(index: int) -> str:
@@ -344,28 +336,6 @@ def test_close_names_suggest_names_and_hostnames_near_an_unknown_host_from_a_bou
 # --- races, made certain on PostgreSQL: a test connection holds the lock, the contenders queue behind it --------
 
 
-def _dsn(url: URL) -> str:
-    return url.render_as_string(hide_password=False).replace("postgresql+psycopg", "postgresql")
-
-
-def _waiting(url: URL) -> int:
-    with psycopg.connect(_dsn(url), autocommit=True) as watcher:
-        row = watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                              "AND application_name = 'toolhost' AND wait_event_type = 'Lock'").fetchone()
-    return int(row[0]) if row else 0
-
-
-async def _queued(url: URL, started: list[Future[Any]], what: str) -> None:
-    await until(lambda: _waiting(url) + sum(future.done() for future in started) == len(started), what)
-
-
-def _outcome(call: Callable[[], Any]) -> Any:
-    try:
-        return call()
-    except Exception as exc:  # the outcome itself is what the test compares
-        return exc
-
-
 @pytest.fixture
 def postgres_table(postgres_url: URL) -> Iterator[AssetTable]:
     store = Store(postgres_url)
@@ -376,11 +346,11 @@ def postgres_table(postgres_url: URL) -> Iterator[AssetTable]:
 async def test_two_updates_of_one_asset_take_turns_and_keep_both_changes(postgres_table: AssetTable,
                                                                          postgres_url: URL):
     postgres_table.create(Asset("ws-1"))
-    with ThreadPoolExecutor(max_workers=2) as pool, psycopg.connect(_dsn(postgres_url)) as holder:
+    with ThreadPoolExecutor(max_workers=2) as pool, psycopg.connect(libpq_dsn(postgres_url)) as holder:
         holder.execute("SELECT 1 FROM assets WHERE name_key = 'ws-1' FOR UPDATE")
-        updates = [pool.submit(_outcome, lambda tag=tag: postgres_table.update(
+        updates = [pool.submit(outcome_of, lambda tag=tag: postgres_table.update(
             "ws-1", lambda asset: dataclasses.replace(asset, tags=(*asset.tags, tag)))) for tag in ("a", "b")]
-        await _queued(postgres_url, updates, "both updates queued behind the asset's row")
+        await queued_behind_lock(postgres_url, updates, "both updates queued behind the asset's row")
         holder.rollback()
         for update in updates:
             outcome = await within(asyncio.wrap_future(update), "an update")
@@ -391,11 +361,11 @@ async def test_two_updates_of_one_asset_take_turns_and_keep_both_changes(postgre
 async def test_creates_racing_at_the_bound_and_for_one_name_keep_the_bound_and_the_name_unique(
         postgres_table: AssetTable, postgres_url: URL):
     postgres_table.create(Asset("ws-0"))
-    with ThreadPoolExecutor(max_workers=6) as pool, psycopg.connect(_dsn(postgres_url)) as holder:
+    with ThreadPoolExecutor(max_workers=6) as pool, psycopg.connect(libpq_dsn(postgres_url)) as holder:
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (INVENTORY_LOCK_ID,))
-        creates = [pool.submit(_outcome, lambda name=name: postgres_table.create(Asset(name)))
+        creates = [pool.submit(outcome_of, lambda name=name: postgres_table.create(Asset(name)))
                    for name in ("ws-1", "WS-1", "ws-2", "ws-3", "ws-4", "ws-5")]
-        await _queued(postgres_url, creates, "six creates queued behind the inventory's lock")
+        await queued_behind_lock(postgres_url, creates, "six creates queued behind the inventory's lock")
         assert not any(create.done() for create in creates), "a create went ahead without the inventory's lock"
         holder.rollback()
         outcomes = [await within(asyncio.wrap_future(create), "a create") for create in creates]

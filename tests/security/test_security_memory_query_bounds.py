@@ -29,6 +29,7 @@ from toolhost_server.memory.postgres_role import TEMP_FILE_LIMIT_KB
 from toolhost_server.memory.sqlite_query import HEAP_BYTES, MAX_STEPS
 from toolhost_server.store.engine import sqlite_file_url
 
+from helpers.lock_races import libpq_dsn
 from helpers.memory import PEOPLE_SCHEMA, call_memory_tool, dump, init_memory_role, memory, memory_refused
 from helpers.servers import ServerProcess
 from helpers.todos import call_tool, store_settings
@@ -198,14 +199,10 @@ def _written_bytes(pid: int) -> int:
 
 def _temp_bytes(database: URL) -> int:
     """The bytes of every temporary file the database's queries have closed since PostgreSQL started."""
-    with psycopg.connect(_dsn(database), autocommit=True) as admin:
+    with psycopg.connect(libpq_dsn(database), autocommit=True) as admin:
         row = admin.execute("SELECT temp_bytes FROM pg_stat_database WHERE datname = current_database()").fetchone()
     assert row is not None
     return int(row[0])
-
-
-def _dsn(database: URL) -> str:
-    return database.render_as_string(hide_password=False).replace("postgresql+psycopg", "postgresql")
 
 
 async def test_a_query_that_needs_gigabytes_of_temporary_space_is_refused_within_its_bound(

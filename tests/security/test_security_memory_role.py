@@ -20,20 +20,17 @@ from toolhost_server.memory.postgres_role import TEMP_FILE_LIMIT_KB, WORK_MEM, d
 from toolhost_server.store.database import Store
 
 from helpers.cli import Run, cli_env, toolhost
+from helpers.lock_races import libpq_dsn
 from helpers.memory import PEOPLE_SCHEMA, init_memory_role, memory, memory_refused
 from helpers.todos import store_settings
 
 pytestmark = pytest.mark.slow
 
 
-def _dsn(url: URL) -> str:
-    return url.render_as_string(hide_password=False).replace("postgresql+psycopg", "postgresql")
-
-
 def _as_admin(url: URL, *statements: str) -> list[tuple[object, ...]]:
     """Run statements as the cluster's superuser (the tests' server user too); the last one's rows."""
     rows: list[tuple[object, ...]] = []
-    with psycopg.connect(_dsn(url), autocommit=True) as admin:
+    with psycopg.connect(libpq_dsn(url), autocommit=True) as admin:
         for statement in statements:
             cursor = admin.execute(statement)
             rows = cursor.fetchall() if cursor.description else []
