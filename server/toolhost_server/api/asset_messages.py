@@ -21,8 +21,6 @@ _AUTHENTICATIONS: Final[dict[int, Authentication]] = {
 _AUTHENTICATION_MESSAGES: Final[dict[Authentication, int]] = {
     "ntlm": pb.WINRM_AUTHENTICATION_NTLM, "basic": pb.WINRM_AUTHENTICATION_BASIC}
 _FORMATS: Final[dict[int, str]] = {pb.ASSET_IMPORT_FORMAT_YAML: "yaml", pb.ASSET_IMPORT_FORMAT_CSV: "csv"}
-# What a repeated message field adds to each element on the wire, at most: its tag and a length varint.
-_ELEMENT_FRAMING_BYTES: Final = 6
 
 
 def _timestamp(moment: datetime | None) -> Timestamp | None:
@@ -92,17 +90,3 @@ def update_paths(message: pb.Asset, paths: Sequence[str]) -> tuple[str, ...]:
     return tuple(paths) if paths else _populated(message)
 
 
-def page_bytes(max_message_bytes: int) -> int:
-    """The most bytes of assets a ListAssets page holds: half the message limit, the rest left for framing."""
-    return max_message_bytes // 2
-
-
-def page_within(messages: Sequence[pb.Asset], budget_bytes: int) -> int:
-    """How many of `messages`, from the first, a page of at most `budget_bytes` holds: at least one, so that a
-    page always moves the list on (an asset is far below the message limit: see assets.model's limits)."""
-    used = 0
-    for count, message in enumerate(messages):
-        used += message.ByteSize() + _ELEMENT_FRAMING_BYTES
-        if used > budget_bytes and count > 0:
-            return count
-    return len(messages)

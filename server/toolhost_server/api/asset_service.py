@@ -23,11 +23,10 @@ from .asset_messages import (
     asset_message,
     asset_record,
     import_format,
-    page_bytes,
-    page_within,
     update_paths,
 )
 from .authentication import authenticate
+from .message_pages import page_bytes, page_within
 from .rights import requires
 from .status import translate_errors
 

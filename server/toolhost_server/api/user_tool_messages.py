@@ -30,8 +30,6 @@ _UNSET_TIME = datetime.fromtimestamp(0, UTC)
 _QUOTED_PATH_CHARS = 64
 # A JSON number past this is not an exact integer in a double, so it stays a float.
 _EXACT_INTEGERS = 2**53
-# What a repeated message field adds to each element on the wire, at most: its tag and a length varint.
-_ELEMENT_FRAMING_BYTES = 6
 
 
 def _timestamp(moment: datetime) -> Timestamp:
@@ -144,17 +142,6 @@ def update_changes(message: pb.UserTool, paths: Sequence[str]) -> dict[str, Any]
         else:
             values[field] = getattr(message, field)
     return values
-
-
-def page_within(messages: Sequence[pb.UserTool], budget_bytes: int) -> int:
-    """How many of `messages`, from the first, a page of at most `budget_bytes` holds: at least one, so that a
-    page always moves the list on (a tool is far below the message limit: see user_tools.validation)."""
-    used = 0
-    for count, message in enumerate(messages):
-        used += message.ByteSize() + _ELEMENT_FRAMING_BYTES
-        if used > budget_bytes and count > 0:
-            return count
-    return len(messages)
 
 
 def user_tool_message(record: UserToolRecord) -> pb.UserTool:

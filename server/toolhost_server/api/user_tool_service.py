@@ -14,18 +14,18 @@ from toolhost.v1 import user_tool_service_pb2 as pb
 from toolhost.v1 import user_tool_service_pb2_grpc
 
 from ..app import Toolhost
-from ..auth import Caller
+from ..auth import Caller, require_right
 from ..auth.rights import Right
-from ..errors import FailedPreconditionError, PermissionDeniedError
+from ..errors import FailedPreconditionError
 from ..user_tools.conflicts import ToolConflicts
 from ..user_tools.service import UserTools
 from .authentication import authenticate
+from .message_pages import page_bytes, page_within
 from .rights import requires
 from .status import translate_errors
 from .user_tool_messages import (
     conflict_message,
     conflict_record,
-    page_within,
     slug_only_tool,
     unread_conflict,
     update_changes,
@@ -49,14 +49,14 @@ class UserToolService(user_tool_service_pb2_grpc.UserToolServiceServicer):
     def _user_tools(self, caller: Caller, rpc: str) -> UserTools:
         user_tools = self._toolhost.user_tools
         if user_tools is None:
-            _require_manage_tools(caller, rpc)
+            require_right(caller, Right.MANAGE_TOOLS, rpc)
             raise FailedPreconditionError(_NO_STORE)
         return user_tools
 
     def _conflicts(self, caller: Caller, rpc: str) -> ToolConflicts:
         conflicts = self._toolhost.conflicts
         if conflicts is None:
-            _require_manage_tools(caller, rpc)
+            require_right(caller, Right.MANAGE_TOOLS, rpc)
             raise FailedPreconditionError(_NO_STORE)
         return conflicts
 
@@ -187,14 +187,3 @@ def _manages(caller: Caller) -> bool:
     return caller.permissions.may_manage_tools
 
 
-def _require_manage_tools(caller: Caller, rpc: str) -> None:
-    """PermissionDeniedError unless the caller may manage tools: for the refusals no core is there to make."""
-    if not _manages(caller):
-        raise PermissionDeniedError(
-            f"{rpc} needs the admin role or a role with `manage_tools: true` in the server's auth file, which "
-            f"caller {caller.name!r} (roles: {', '.join(sorted(caller.roles)) or 'none'}) does not have")
-
-
-def page_bytes(max_message_bytes: int) -> int:
-    """The most bytes of tools a ListUserTools page holds: half the message limit, the rest left for framing."""
-    return max_message_bytes // 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,8 +24,9 @@ from typing import Final, Literal
 from opentelemetry import trace
 
 from ..audit import AuditRecord, AuditTrail
-from ..auth import Caller
-from ..errors import InvalidRequestError, PermissionDeniedError, ToolhostError
+from ..auth import Caller, require_right
+from ..auth.rights import Right
+from ..errors import InvalidRequestError, ToolhostError
 from ..pipeline import new_call_id
 from ..request_checks import is_printable
 from ..store.errors import StoreCommitUnknownError, StoreError
@@ -90,13 +91,13 @@ class AssetInventory:
             return await asyncio.to_thread(self.table.create, asset)
 
     async def get(self, caller: Caller, name: str) -> Asset:
-        require_manage_assets(caller, "GetAsset")
+        require_right(caller, Right.MANAGE_ASSETS, "GetAsset")
         _check_name(name, "name")
         return await asyncio.to_thread(self.table.get, name)
 
     async def list(self, caller: Caller, where: AssetFilter, page_size: int, page_token: str) -> AssetPage:
         """One page of the assets `where` matches, sorted by name regardless of case."""
-        require_manage_assets(caller, "ListAssets")
+        require_right(caller, Right.MANAGE_ASSETS, "ListAssets")
         _check_filter(where)
         size = page_size_of(page_size)
         after = decode_page_token(page_token, where)
@@ -141,7 +142,7 @@ class AssetInventory:
         """Audit one change: tool = `target` (`asset:NAME`, or `assets:import`), outcome = ASSET_CREATED, ... or,
         refused, ASSET_CREATE_REFUSED:PERMISSION_DENIED; argument_keys = the fields changed."""
         done, refused, rpc = _ACTIONS[action]
-        require_manage_assets(caller, rpc, audit=lambda reason: self._record(
+        require_right(caller, Right.MANAGE_ASSETS, rpc, audit=lambda reason: self._record(
             caller, target, f"{refused}:{reason}", fields, 0.0))
         started = time.perf_counter()
         outcome = f"{refused}:INTERNAL"
@@ -173,19 +174,6 @@ _ACTIONS: Final = {
     "IMPORT": ("ASSETS_IMPORTED", "ASSETS_IMPORT_REFUSED", "ImportAssets"),
     "VALIDATE_IMPORT": ("ASSETS_IMPORT_VALIDATED", "ASSETS_IMPORT_VALIDATION_REFUSED", "ImportAssets"),
 }
-
-
-def require_manage_assets(caller: Caller, rpc: str, audit: Callable[[str], None] | None = None) -> None:
-    """PermissionDeniedError unless the caller has the admin role or `manage_assets`; `audit` is told the
-    refusal's reason first. Public for a surface that must refuse before it reads a request it would translate."""
-    if caller.permissions.may_manage_assets:
-        return
-    error = PermissionDeniedError(
-        f"{rpc} needs the admin role or a role with `manage_assets: true` in the server's auth file, which caller "
-        f"{caller.name!r} (roles: {', '.join(sorted(caller.roles)) or 'none'}) does not have")
-    if audit is not None:
-        audit(error.reason)
-    raise error
 
 
 def _audited_name(name: str) -> str:

@@ -6,7 +6,16 @@ from .authenticator import Authenticator, PeerIdentity
 from .caller import ANONYMOUS, TRUSTED_SOCKET_CALLER, AuthMethod, Caller
 from .exposure import UnsafeExposureError, check_exposure, is_loopback_host, shell_refusal
 from .permissions import FULL_RIGHTS, Permissions, ToolSet
-from .policy import authorize_call, find_visible, is_admin, may_call, may_see, require_admin, visible_names
+from .policy import (
+    authorize_call,
+    find_visible,
+    is_admin,
+    may_call,
+    may_see,
+    require_admin,
+    require_right,
+    visible_names,
+)
 from .tokens import MIN_TOKEN_LENGTH, hash_token, token_problem
 from .visible_changes import generation_seen, view_of
 
@@ -35,6 +44,7 @@ __all__ = [
     "may_see",
     "read_auth_file",
     "require_admin",
+    "require_right",
     "shell_refusal",
     "token_problem",
     "view_of",

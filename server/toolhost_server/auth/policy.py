@@ -7,13 +7,14 @@ from the tools the caller sees.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import PermissionDeniedError, ToolNotFoundError
 from ..model import ToolSpec
 from ..registry import RegisteredTool, Snapshot, close_names
 from .caller import Caller
 from .permissions import Permissions
+from .rights import Right
 
 
 def may_see(caller: Caller, spec: ToolSpec) -> bool:
@@ -65,6 +66,27 @@ def require_admin(caller: Caller, action: str) -> None:
     """PermissionDeniedError unless `caller` has the admin role."""
     if not is_admin(caller):
         raise PermissionDeniedError(f"{action} needs the admin role, which {_who(caller)} does not have")
+
+
+def require_right(caller: Caller, right: Right, action: str, audit: Callable[[str], None] | None = None) -> None:
+    """PermissionDeniedError unless `caller` holds `right`, one a role grants by its own key in the auth file
+    (manage_tools, manage_assets; the admin role holds both); `audit` is told the refusal's reason first."""
+    if _holds(caller.permissions, right):
+        return
+    error = PermissionDeniedError(
+        f"{action} needs the admin role or a role with `{right}: true` in the server's auth file, which "
+        f"{_who(caller)} does not have")
+    if audit is not None:
+        audit(error.reason)
+    raise error
+
+
+def _holds(permissions: Permissions, right: Right) -> bool:
+    if right is Right.MANAGE_TOOLS:
+        return permissions.may_manage_tools
+    if right is Right.MANAGE_ASSETS:
+        return permissions.may_manage_assets
+    raise ValueError(f"{right} is no right a role grants by its own key")
 
 
 def _who(caller: Caller) -> str:

@@ -27,13 +27,13 @@ from sqlalchemy import Connection, and_, delete, func, insert, or_, select
 from sqlalchemy import text as sql_text
 
 from ..audit import AuditRecord, AuditTrail
-from ..auth import Caller
+from ..auth import Caller, require_right
+from ..auth.rights import Right
 from ..catalog.definition import NAME_PATTERN
 from ..errors import (
     FailedPreconditionError,
     InvalidPageTokenError,
     InvalidRequestError,
-    PermissionDeniedError,
     ResourceNotFoundError,
     ToolhostError,
 )
@@ -135,7 +135,7 @@ class ToolConflicts:
 
     async def list(self, caller: Caller, page_size: int, page_token: str) -> tuple[builtins.list[ConflictRecord], str]:
         """One page of the conflicts sorted by (tool_a, tool_b), and the next page's token ("" on the last)."""
-        _require_manage_tools(caller, "ListToolConflicts")
+        require_right(caller, Right.MANAGE_TOOLS, "ListToolConflicts")
         if page_size < 0:
             raise InvalidRequestError(f"page_size must not be negative (got {page_size}); use 0 for the default "
                                       f"of {DEFAULT_PAGE_SIZE}")
@@ -149,7 +149,7 @@ class ToolConflicts:
     async def set(self, caller: Caller, conflict: ConflictRecord) -> ConflictRecord:
         """Add the conflict, or replace the one its pair has (in either order); the stored record."""
         with self._audited(caller, "CONFLICT_SET", conflict.tool_a, conflict.tool_b):
-            _require_manage_tools(caller, "SetToolConflict")
+            require_right(caller, Right.MANAGE_TOOLS, "SetToolConflict")
             record = _checked(conflict)
             await asyncio.to_thread(self._write, record)
         logger.info("tool conflict set by %s: %s %s %s", caller.name, record.tool_a, record.type, record.tool_b)
@@ -159,7 +159,7 @@ class ToolConflicts:
     async def delete(self, caller: Caller, tool_a: str, tool_b: str) -> ConflictRecord:
         """Remove the pair's conflict (in either order); ResourceNotFoundError when it has none."""
         with self._audited(caller, "CONFLICT_DELETED", tool_a, tool_b):
-            _require_manage_tools(caller, "DeleteToolConflict")
+            require_right(caller, Right.MANAGE_TOOLS, "DeleteToolConflict")
             pair = _canonical(_checked_name(tool_a, "tool_a"), _checked_name(tool_b, "tool_b"))
             removed = await asyncio.to_thread(self._remove, pair)
             if removed is None:
@@ -258,15 +258,6 @@ class ToolConflicts:
                 return None
             connection.execute(delete(tool_conflicts).where(_pair_clause(pair)))
             return _record(existing[0])
-
-
-def _require_manage_tools(caller: Caller, action: str) -> None:
-    if caller.permissions.may_manage_tools:
-        return
-    roles = ", ".join(sorted(caller.roles)) or "none"
-    raise PermissionDeniedError(
-        f"{action} needs the admin role or a role with `manage_tools: true` in the server's auth file, which "
-        f"caller {caller.name!r} (roles: {roles}) does not have")
 
 
 def _checked(conflict: ConflictRecord) -> ConflictRecord:

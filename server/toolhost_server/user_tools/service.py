@@ -18,7 +18,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -26,13 +26,13 @@ from typing import Any
 from opentelemetry import trace
 
 from ..audit import AuditRecord, AuditTrail
-from ..auth import Caller
+from ..auth import Caller, require_right
+from ..auth.rights import Right
 from ..catalog.loader import ToolLoader
 from ..errors import (
     FailedPreconditionError,
     InvalidPageTokenError,
     InvalidRequestError,
-    PermissionDeniedError,
     ToolhostError,
 )
 from ..listing import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
@@ -80,12 +80,12 @@ class UserTools:
             return self._with_shadow(created)
 
     async def get(self, caller: Caller, slug: str) -> UserToolRecord:
-        _require_right(caller, "GetUserTool")
+        require_right(caller, Right.MANAGE_TOOLS, "GetUserTool")
         return self._with_shadow(await asyncio.to_thread(self.table.get, slug))
 
     async def list(self, caller: Caller, page_size: int, page_token: str) -> tuple[list[UserToolRecord], str]:
         """One page of the user tools, sorted by slug; the token of the next page ("" on the last)."""
-        _require_right(caller, "ListUserTools")
+        require_right(caller, Right.MANAGE_TOOLS, "ListUserTools")
         size = _page_size(page_size)
         after = str(_decode_token(page_token, "user_tools", str)) if page_token else ""
         records, next_after = await asyncio.to_thread(self.table.page, after, size)
@@ -119,7 +119,7 @@ class UserTools:
     async def delete(self, caller: Caller, slug: str) -> UserToolRecord:
         """Remove the tool and its versions, and stop serving it; the tool as it was."""
         with self._audited(caller, "DELETE", slug, ()):
-            _require_right(caller, "DeleteUserTool")
+            require_right(caller, Right.MANAGE_TOOLS, "DeleteUserTool")
             deleted = await asyncio.to_thread(self.table.delete, slug)
             await self._serve(slug)
             return dataclasses.replace(deleted, shadowed_by="")
@@ -127,7 +127,7 @@ class UserTools:
     async def versions(self, caller: Caller, slug: str, page_size: int,
                        page_token: str) -> tuple[builtins.list[UserToolVersionRecord], str]:
         """One page of the tool's versions, newest first; the token of the next page ("" on the last)."""
-        _require_right(caller, "ListUserToolVersions")
+        require_right(caller, Right.MANAGE_TOOLS, "ListUserToolVersions")
         size = _page_size(page_size)
         before = int(_decode_token(page_token, slug, int)) if page_token else 0
         records = await asyncio.to_thread(self.table.versions, slug, before, size + 1)
@@ -139,7 +139,7 @@ class UserTools:
         """Store a new version whose editable record is that of `version`, and serve it. A version stored before
         schema version 7 kept only its script, system prompt and schema: the other fields stay as they are."""
         with self._audited(caller, "RESTORE", slug, ()):
-            _require_right(caller, "RestoreUserToolVersion")
+            require_right(caller, Right.MANAGE_TOOLS, "RestoreUserToolVersion")
             self._require_serving("RestoreUserToolVersion")
             old = await asyncio.to_thread(self.table.version, slug, version)
 
@@ -166,7 +166,7 @@ class UserTools:
         `incompatible` with is FailedPreconditionError; the `equivalent` enabled tools the caller may see are
         returned."""
         with self._audited(caller, "ENABLE" if enabled else "DISABLE", slug, ()):
-            _require_right(caller, "SetUserToolEnabled")
+            require_right(caller, Right.MANAGE_TOOLS, "SetUserToolEnabled")
             admission = None
             if enabled:
                 self._require_serving("SetUserToolEnabled (enabled: true)")
@@ -220,7 +220,7 @@ class UserTools:
     def _audited(self, caller: Caller, action: str, slug: str, fields: tuple[str, ...]) -> Iterator[None]:
         """Audit the change: tool = the slug, outcome = what was done (CREATED, UPDATED, ...) or, when refused,
         the action and the reason (UPDATE_REFUSED:PERMISSION_DENIED); argument_keys = the fields changed."""
-        _require_right(caller, _ACTIONS[action][1], audit=lambda reason: self._record(
+        require_right(caller, Right.MANAGE_TOOLS, _ACTIONS[action][1], audit=lambda reason: self._record(
             caller, slug, f"{action}_REFUSED:{reason}", fields, 0.0))
         started = time.perf_counter()
         outcome = f"{action}_REFUSED:INTERNAL"
@@ -246,18 +246,6 @@ _ACTIONS = {
     "DELETE": ("DELETED", "DeleteUserTool"), "RESTORE": ("RESTORED", "RestoreUserToolVersion"),
     "ENABLE": ("ENABLED", "SetUserToolEnabled"), "DISABLE": ("DISABLED", "SetUserToolEnabled"),
 }
-
-
-def _require_right(caller: Caller, action: str, audit: Callable[[str], None] | None = None) -> None:
-    """PermissionDeniedError unless the caller has the admin role or `manage_tools`."""
-    if caller.permissions.may_manage_tools:
-        return
-    error = PermissionDeniedError(
-        f"{action} needs the admin role or a role with `manage_tools: true` in the server's auth file, which "
-        f"caller {caller.name!r} (roles: {', '.join(sorted(caller.roles)) or 'none'}) does not have")
-    if audit is not None:
-        audit(error.reason)
-    raise error
 
 
 def _normalized(tool: UserToolRecord) -> UserToolRecord:
