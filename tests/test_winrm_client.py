@@ -15,12 +15,14 @@ import pytest
 import requests
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
+from winrm.encryption import Encryption
 from winrm.protocol import Protocol
 from winrm.transport import Transport
 
 from toolhost_server.windows import clixml
 from toolhost_server.windows.pinned_session import PinnedSession
 from toolhost_server.windows.winrm_client import (
+    ANSWER_TIMEOUT_SECONDS,
     PowershellOutput,
     WinrmEndpoint,
     WinrmFailure,
@@ -46,9 +48,11 @@ def _endpoint(fake: FakeWinrm, *, addresses: tuple[str, ...] = ("127.0.0.1",),
 
 
 async def _run(fake: FakeWinrm, login: WinrmLogin, *, script: str = SCRIPT, timeout: float = 30.0,
-               max_output_bytes: int = 1 << 20, **endpoint: object) -> PowershellOutput:
+               max_output_bytes: int = 1 << 20, answer_timeout: float = ANSWER_TIMEOUT_SECONDS,
+               **endpoint: object) -> PowershellOutput:
     return await within(run_powershell(_endpoint(fake, **endpoint), login, script,  # type: ignore[arg-type]
-                                       timeout_seconds=timeout, max_output_bytes=max_output_bytes),
+                                       timeout_seconds=timeout, max_output_bytes=max_output_bytes,
+                                       answer_timeout_seconds=answer_timeout),
                         "run_powershell")
 
 
@@ -165,6 +169,18 @@ async def test_a_host_that_never_answers_fails_within_the_deadline(make_fake: ty
     # The abandoned worker is a daemon thread: it cannot keep a stopping server alive.
     workers = [thread for thread in threading.enumerate() if thread.name == "winrm winhost.test"]
     assert all(thread.daemon for thread in workers)
+
+
+@pytest.mark.parametrize("make_fake", [_basic_fake, _ntlm_fake], ids=["tls", "http"])
+async def test_a_receive_the_host_holds_for_the_operation_timeout_is_waited_for(make_fake: type[FakeWinrm]) -> None:
+    # A 12 s call asks for a 3 s OperationTimeout: the host holds the first Receive that long, twice the answer
+    # timeout, as a Windows host does while the command has no output yet. That is no silence to give up on.
+    with make_fake(mode="held_receive", responder=lambda script: ("late but there", "", 0)) as fake:
+        output = await _run(fake, BASIC if fake.tls else NTLM, timeout=12.0, answer_timeout=1.5)
+        held = next(request.body for request in fake.requests if request.action == "Receive")
+    assert output.stdout == "late but there"
+    assert "<w:OperationTimeout>PT3S</w:OperationTimeout>" in held
+    assert fake.actions() == ["Create", "Command", "Receive", "Receive", "Signal", "Delete"]
 
 
 async def test_a_closed_port_is_a_connection_failure() -> None:
@@ -285,6 +301,10 @@ def test_the_library_internals_this_client_relies_on_are_still_there() -> None:
     assert "close_session" in inspect.signature(Protocol.close_shell).parameters
     assert {"codepage", "noprofile"} <= set(inspect.signature(Protocol.open_shell).parameters)
     assert callable(Protocol.get_command_output_raw)
+    # sealed_replies.py: the parent decides by this text whether a reply is decrypted or passed through.
+    assert Encryption(requests.Session(), "ntlm").protocol_string == b"application/HTTP-SPNEGO-session-encrypted"
+    assert "response" in inspect.signature(Encryption.parse_encrypted_response).parameters
+    assert "encryption" in vars(transport)
     for connection in (HTTPConnection, HTTPSConnection):
         assert callable(connection._new_conn)
         assert "sock" in vars(connection("winhost.test"))

@@ -13,7 +13,11 @@ run, decoded from -EncodedCommand:
 
 `responder(script)` is the remote PowerShell: it returns (stdout, stderr, exit code). Modes: "normal";
 "operation_timeout", where every Receive answers the WS-Man OperationTimeout fault (2150858793), which pywinrm
-would retry forever; "silent", which accepts TCP connections and never answers.
+would retry forever; "held_receive", where the first Receive of a command is held for the OperationTimeout the
+request names and then answered with that fault, as a Windows host does while a command has no output yet;
+"silent", which accepts TCP connections and never answers. Two play an on-path attacker
+against NTLM message encryption (the requests must still come encrypted): "clear_replies" answers them in clear,
+"tampered_replies" answers them encrypted with one byte of the sealed message changed.
 
 NTLM: pyspnego's acceptor reads its user file from the NTLM_USER_FILE environment variable, at every handshake.
 The fake writes the file and sets the variable while it runs (entered to exited) and restores the previous value
@@ -45,7 +49,7 @@ import spnego.exceptions
 from helpers.certificates import CertificateAuthority
 
 Responder = Callable[[str], tuple[str, str, int]]
-Mode = Literal["normal", "operation_timeout", "silent"]
+Mode = Literal["normal", "operation_timeout", "held_receive", "silent", "clear_replies", "tampered_replies"]
 
 HOSTNAME = "winhost.test"
 OPERATION_TIMEOUT_FAULT = 2150858793
@@ -56,6 +60,7 @@ _NS = {
     "s": "http://www.w3.org/2003/05/soap-envelope",
     "a": "http://schemas.xmlsoap.org/ws/2004/08/addressing",
     "rsp": "http://schemas.microsoft.com/wbem/wsman/1/windows/shell",
+    "w": "http://schemas.dmtf.org/wbem/wsman/1/wsman.xsd",
 }
 _SHELL = "http://schemas.microsoft.com/wbem/wsman/1/windows/shell"
 _ENVELOPE = (
@@ -77,6 +82,7 @@ _TIMEOUT_FAULT = (
 _ENCRYPTED_PROTOCOL = b"application/HTTP-SPNEGO-session-encrypted"
 _BOUNDARY = b"--Encrypted Boundary"
 _ENCRYPTED_CONTENT_TYPE = f'multipart/encrypted;protocol="{_ENCRYPTED_PROTOCOL.decode()}";boundary="Encrypted Boundary"'
+_OPERATION_TIMEOUT = re.compile(r"^PT(\d+(?:\.\d+)?)S$")
 _ENCODED_COMMAND = re.compile(r"-EncodedCommand\s+([A-Za-z0-9+/=]+)", re.IGNORECASE)
 
 
@@ -104,6 +110,7 @@ class _Command:
     stdout: bytes
     stderr: bytes
     exit_code: int
+    held: bool = False  # whether a Receive for it was held (mode "held_receive")
 
 
 class FakeWinrm:
@@ -217,6 +224,12 @@ class FakeWinrm:
             return self.connections
 
 
+def _tampered(multipart: bytes) -> bytes:
+    """`multipart` with the last byte of its sealed message flipped: the MIME framing and lengths stay right."""
+    last = len(multipart) - len(_BOUNDARY + b"--\r\n") - 1
+    return multipart[:last] + bytes([multipart[last] ^ 0x01]) + multipart[last + 1:]
+
+
 class _Handler(BaseHTTPRequestHandler):
     """One TCP connection: keep-alive, so an NTLM handshake and the encrypted messages after it share it."""
 
@@ -316,11 +329,12 @@ class _Handler(BaseHTTPRequestHandler):
                                                   root.findtext(".//rsp:Arguments", "", _NS))))
             body, script = self._start_command(command_line)
         elif name == "Receive":
-            if self.owner.mode == "operation_timeout":
+            stream = root.find(".//rsp:DesiredStream", _NS)
+            command_id = stream.get("CommandId", "") if stream is not None else ""
+            if self.owner.mode == "operation_timeout" or self._hold_first_receive(root, command_id):
                 status, body = 500, _TIMEOUT_FAULT
             else:
-                command = root.find(".//rsp:DesiredStream", _NS)
-                body = self._receive(command.get("CommandId", "") if command is not None else "")
+                body = self._receive(command_id)
         elif name == "Signal":
             body = "<rsp:SignalResponse/>"
         else:
@@ -328,8 +342,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._record(raw_body, soap, encrypted=encrypted, action=name, script=script, command_line=command_line)
         reply = _ENVELOPE.format(action=action + "Response", message_id=uuid.uuid4(), relates_to=message_id,
                                  body=body).encode()
-        if encrypted:
-            self._send(status, self._encrypt(reply), [("Content-Type", _ENCRYPTED_CONTENT_TYPE)])
+        if encrypted and self.owner.mode != "clear_replies":
+            sealed = self._encrypt(reply)
+            if self.owner.mode == "tampered_replies":
+                sealed = _tampered(sealed)
+            self._send(status, sealed, [("Content-Type", _ENCRYPTED_CONTENT_TYPE)])
         else:
             self._send(status, reply, [("Content-Type", "application/soap+xml;charset=UTF-8")])
 
@@ -341,6 +358,20 @@ class _Handler(BaseHTTPRequestHandler):
         with self.owner._changed:
             self.owner._commands[command_id] = _Command(stdout.encode("utf-8"), stderr.encode("utf-8"), exit_code)
         return f"<rsp:CommandResponse><rsp:CommandId>{command_id}</rsp:CommandId></rsp:CommandResponse>", script
+
+    def _hold_first_receive(self, root: ET.Element, command_id: str) -> bool:
+        """In mode "held_receive": hold the command's first Receive for the request's OperationTimeout (or until
+        the fake stops), and say so."""
+        if self.owner.mode != "held_receive":
+            return False
+        with self.owner._changed:
+            command = self.owner._commands[command_id]
+            if command.held:
+                return False
+            command.held = True
+        timeout = _OPERATION_TIMEOUT.match(root.findtext("s:Header/w:OperationTimeout", "", _NS))
+        self.owner._stopping.wait(float(timeout.group(1)) if timeout else 60.0)
+        return True
 
     def _receive(self, command_id: str) -> str:
         with self.owner._changed:

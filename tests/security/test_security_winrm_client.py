@@ -1,6 +1,8 @@
-"""Attacks on the WinRM client: an environment that would reroute or re-trust its connections, and hosts that
-answer like no Windows host would (garbage, a redirect, an endless answer, a fault full of control characters).
-The client must send nothing where it was not told to, and fail with a bounded, clean message in time."""
+"""Attacks on the WinRM client: an environment that would reroute or re-trust its connections, hosts that
+answer like no Windows host would (garbage, a redirect, an endless answer, a fault full of control characters,
+silence), and someone on the path of NTLM over HTTP answering for the host (in clear, or altered).
+The client must send nothing where it was not told to, believe only what the host sealed, and fail with a
+bounded, clean message in time."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+import requests
 
+from toolhost_server.windows.sealed_replies import SealedRepliesEncryption, UnsealedReply
 from toolhost_server.windows.winrm_client import WinrmEndpoint, WinrmFailure, WinrmLogin, run_powershell
 
 from helpers.certificates import CertificateAuthority
@@ -22,6 +26,10 @@ from helpers.winrm_fake import FakeWinrm
 
 PASSWORD = "canary-Pa55w0rd-c41d"
 BASIC = WinrmLogin("basic", "alice", PASSWORD)
+NTLM = WinrmLogin("ntlm", "CORP\\alice", PASSWORD)
+# A call's deadline far beyond any answer timeout a test sets: a failure before the hang guard came from the
+# answer timeout, and the message names which bound it was.
+FAR_DEADLINE = 600.0
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -158,6 +166,17 @@ class _Drip(_Hostile):
             pass
 
 
+class _Stall(_Hostile):
+    """Headers at once, then silence: the answer never goes on."""
+
+    def answer(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "1000")
+        self.end_headers()
+        self.wfile.flush()
+        _stop.wait()
+
+
 @pytest.fixture
 def tls_for_winhost(tmp_path: Path) -> tuple[ssl.SSLContext, str]:
     authority = CertificateAuthority(tmp_path / "ca")
@@ -167,15 +186,16 @@ def tls_for_winhost(tmp_path: Path) -> tuple[ssl.SSLContext, str]:
     return context, str(authority.certificate)
 
 
-async def _against(handler: type[_Hostile], tls: tuple[ssl.SSLContext, str], timeout: float = 30) -> WinrmFailure:
+async def _against(handler: type[_Hostile], tls: tuple[ssl.SSLContext, str], timeout: float = 30,
+                   answer_timeout: float = 10.0) -> WinrmFailure:
     context, ca_file = tls
     server: ThreadingHTTPServer
     with serving_http(handler, context) as server:
         endpoint = WinrmEndpoint("winhost.test", ("127.0.0.1",), server.server_address[1], ssl=True, ca_file=ca_file)
         try:
             with pytest.raises(WinrmFailure) as caught:
-                await within(run_powershell(endpoint, BASIC, "x", timeout_seconds=timeout, max_output_bytes=100),
-                             "the call")
+                await within(run_powershell(endpoint, BASIC, "x", timeout_seconds=timeout, max_output_bytes=100,
+                                            answer_timeout_seconds=answer_timeout), "the call")
         finally:
             _stop.set()
     _stop.clear()
@@ -207,3 +227,91 @@ async def test_a_host_that_drips_its_answer_is_given_up_on_at_the_deadline(
         tls_for_winhost: tuple[ssl.SSLContext, str]) -> None:
     failure = await _against(_Drip, tls_for_winhost, timeout=2.0)
     assert failure.code in ("TIMEOUT", "CONNECTION_FAILED")
+
+
+async def test_a_host_that_stops_mid_answer_times_out_at_the_answer_timeout(
+        tls_for_winhost: tuple[ssl.SSLContext, str]) -> None:
+    failure = await _against(_Stall, tls_for_winhost, timeout=FAR_DEADLINE, answer_timeout=0.5)
+    assert failure.code == "TIMEOUT"
+    assert "stopped answering (nothing for 0.5 s)" in failure.message
+
+
+@pytest.mark.parametrize("tls", [True, False], ids=["tls", "http"])
+async def test_a_silent_host_is_given_up_on_at_the_answer_timeout_not_the_deadline(tls: bool) -> None:
+    with FakeWinrm(tls=tls, authentication="basic" if tls else "ntlm", username="alice", password=PASSWORD,
+                   domain="" if tls else "CORP", mode="silent") as fake:
+        endpoint = WinrmEndpoint(fake.hostname, ("127.0.0.1",), fake.port, ssl=tls, ca_file=fake.ca_file)
+        with pytest.raises(WinrmFailure) as caught:
+            await within(run_powershell(endpoint, BASIC if tls else NTLM, "x", timeout_seconds=FAR_DEADLINE,
+                                        max_output_bytes=100, answer_timeout_seconds=0.5), "the call")
+        assert fake.connections >= 1
+    assert caught.value.code == "CONNECTION_FAILED"
+    assert "did not answer within 0.5 s" in caught.value.message
+
+
+FORGED = "FORGED-BY-MITM.txt"
+
+
+@pytest.mark.parametrize(("mode", "told"), [("clear_replies", "answered an encrypted request in clear"),
+                                            ("tampered_replies", "sent an encrypted answer that does not unwrap")])
+async def test_ntlm_over_http_believes_only_replies_the_host_sealed(mode: str, told: str) -> None:
+    # The fake plays the path: it still demands encrypted requests, then answers them its way; had the client
+    # believed it, the forged output would be the call's result.
+    with FakeWinrm(tls=False, authentication="ntlm", username="alice", password=PASSWORD, domain="CORP",
+                   mode=mode, responder=lambda script: (FORGED, "", 0)) as fake:  # type: ignore[arg-type]
+        endpoint = WinrmEndpoint(fake.hostname, ("127.0.0.1",), fake.port, ssl=False)
+        with pytest.raises(WinrmFailure) as caught:
+            await within(run_powershell(endpoint, NTLM, "x", timeout_seconds=30, max_output_bytes=100), "the call")
+    assert caught.value.code == "PROTOCOL_ERROR"
+    assert told in caught.value.message
+    assert FORGED not in caught.value.message
+    soap = [request for request in fake.requests if request.action]
+    assert [request.action for request in soap] == ["Create"]  # nothing more after the first reply refused
+    assert all(request.encrypted for request in soap)
+
+
+def _reply(content_type: str | None, body: bytes, status: int = 200) -> requests.Response:
+    response = requests.Response()
+    response.status_code = status
+    if content_type is not None:
+        response.headers["Content-Type"] = content_type
+    response._content = body
+    response.request = requests.Request("POST", "http://winhost.test:5985/wsman").prepare()
+    return response
+
+
+SOAP = b"<s:Envelope><s:Body>forged</s:Body></s:Envelope>"
+
+
+@pytest.mark.parametrize("content_type", [
+    None,
+    "application/soap+xml;charset=UTF-8",
+    # pywinrm decrypts only on the exact quoted protocol and passes anything else through as it came.
+    "multipart/encrypted;protocol=application/HTTP-SPNEGO-session-encrypted",
+    'multipart/encrypted;protocol="application/http-spnego-session-encrypted"',
+    'multipart/encrypted;protocol="application/HTTP-CredSSP-session-encrypted"',
+    'text/xml;protocol="application/HTTP-SPNEGO-session-encrypted"',
+])
+def test_a_reply_not_marked_as_sealed_is_refused_whatever_it_claims(content_type: str | None) -> None:
+    encryption = SealedRepliesEncryption(requests.Session(), "ntlm")
+    with pytest.raises(UnsealedReply, match="in clear"):
+        encryption.parse_encrypted_response(_reply(content_type, SOAP, status=500))
+
+
+def test_a_reply_marked_as_sealed_must_unwrap_to_a_message() -> None:
+    encryption = SealedRepliesEncryption(requests.Session(), "ntlm")
+    sealed_type = ('multipart/encrypted;protocol="application/HTTP-SPNEGO-session-encrypted";'
+                   'boundary="Encrypted Boundary"')
+    with pytest.raises(UnsealedReply, match="no encrypted part"):
+        encryption.parse_encrypted_response(_reply(sealed_type, b""))
+    with pytest.raises(UnsealedReply, match="does not unwrap"):
+        encryption.parse_encrypted_response(_reply(sealed_type, SOAP))
+
+
+def test_a_hostile_content_type_is_shown_short_and_printable() -> None:
+    encryption = SealedRepliesEncryption(requests.Session(), "ntlm")
+    with pytest.raises(UnsealedReply) as caught:
+        encryption.parse_encrypted_response(_reply("text/html\x1b[31m\u009b" + "A" * 5000, SOAP))
+    message = str(caught.value)
+    assert len(message) < 200
+    assert all(0x20 <= ord(character) < 0x7f for character in message)

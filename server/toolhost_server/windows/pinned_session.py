@@ -4,8 +4,10 @@ The URL keeps the host's name, so the Host header, the TLS server name (SNI), th
 and the NTLM target name are all the real name; only the TCP connect goes to the egress-checked addresses, tried
 in order and never resolved again. Nothing comes from the environment: no proxy, no .netrc, no CA bundle variable
 (`trust_env` off), and the TLS trust is the context given here alone. Each request is bounded by the caller's
-deadline, redirects are not followed, an answer is read up to a byte limit, and `abort()` wakes a thread blocked
-on a socket, so a call can be abandoned on its deadline.
+deadline and, when given, by an answer timeout (connect, first byte, and every pause within the answer), so that
+a host that accepts TCP and says nothing is given up on long before the deadline. Redirects are not followed, an
+answer is read up to a byte limit, and `abort()` wakes a thread blocked on a socket, so a call can be abandoned
+on its deadline.
 
 urllib3 internals: the connection classes' `_new_conn` (overridden) and `sock`, and requests' `Response._content`
 (set after the bounded read). pyproject pins urllib3 <3 and tests/test_winrm_client.py fails if they change.
@@ -26,7 +28,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
 from urllib3.util import connection as urllib3_connection
 
 # The largest answer read from the host. WinRM's MaxEnvelopeSize (pywinrm asks for 153,600 bytes) bounds a real
@@ -36,6 +38,14 @@ MAX_RESPONSE_BYTES: Final = 1024 * 1024
 
 class DeadlineReached(requests.exceptions.Timeout):
     """The call's deadline passed before or while a request was made."""
+
+
+class AnswerTimedOut(requests.exceptions.Timeout):
+    """The host did not connect, start answering, or go on answering within the session's answer timeout."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer within {seconds:g} s")
+        self.seconds = seconds
 
 
 class ResponseTooLarge(requests.exceptions.RequestException):
@@ -165,8 +175,12 @@ class PinnedSession(requests.Session):
     """
 
     def __init__(self, addresses: Sequence[str], *, tls_context: ssl.SSLContext, deadline: float,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = MAX_RESPONSE_BYTES, answer_timeout: float | None = None) -> None:
         super().__init__()
+        # Seconds the host may take to connect, to start answering, and between two pieces of an answer. When set,
+        # it replaces the timeout a request is sent with: the caller knows which request the host may hold longer
+        # (WinRM's Receive) and raises it for that one. None: the request's own timeout.
+        self.answer_timeout = answer_timeout
         self.trust_env = False
         self.proxies = {}
         self.verify = True  # the adapter's TLS context holds the trust; True only says "verify"
@@ -181,14 +195,21 @@ class PinnedSession(requests.Session):
 
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
         self._pin.check_open()
-        requested = kwargs.get("timeout")
+        wanted = self.answer_timeout if self.answer_timeout is not None else kwargs.get("timeout")
         remaining = self._pin.remaining()
-        kwargs["timeout"] = min(requested, remaining) if isinstance(requested, int | float) else remaining
+        timeout = min(wanted, remaining) if isinstance(wanted, int | float) else remaining
+        kwargs["timeout"] = timeout
         kwargs["allow_redirects"] = False
         kwargs["stream"] = True
         kwargs["proxies"] = {}
-        response = super().send(request, **kwargs)
-        _read_bounded(response, self._max_response_bytes)
+        try:
+            response = super().send(request, **kwargs)
+            _read_bounded(response, self._max_response_bytes)
+        except requests.exceptions.Timeout as error:
+            # Told apart from the deadline, which belongs to the whole call: the host went quiet on this request.
+            if self.answer_timeout is None or timeout >= remaining or isinstance(error, DeadlineReached):
+                raise
+            raise AnswerTimedOut(timeout) from error
         return response
 
     def limit_deadline(self, deadline: float) -> None:
@@ -213,6 +234,11 @@ def _read_bounded(response: requests.Response, limit: int) -> None:
             if size > limit:
                 raise ResponseTooLarge(f"the WinRM host sent more than {limit} bytes in one answer")
             chunks.append(chunk)
+    except requests.exceptions.ConnectionError as error:
+        # requests reports a read that timed out within the body as a connection error; it is a timeout.
+        if error.args and isinstance(error.args[0], ReadTimeoutError):
+            raise requests.exceptions.ReadTimeout(*error.args, response=response) from error
+        raise
     finally:
         response.close()
     response._content = b"".join(chunks)

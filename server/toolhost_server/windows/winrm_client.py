@@ -8,7 +8,12 @@ What it refuses, before any connection (INSECURE_TRANSPORT): basic auth without 
 only with message encryption; a certificate is always verified (the endpoint's CA file, else the system's
 trust); nothing comes from the environment (proxies, CA bundle variables, .netrc). The TCP connections go to the
 endpoint's addresses, checked by the caller against the egress policy, while the name stays the hostname's
-(windows/pinned_session.py).
+(windows/pinned_session.py). With message encryption, every reply must be encrypted too and unwrap
+(windows/sealed_replies.py): a reply in clear could come from anyone on the path.
+
+A host must connect and start each answer within `answer_timeout_seconds` (a Receive: within the OperationTimeout
+it may hold the request for, plus that), so a host that accepts TCP and says nothing fails CONNECTION_FAILED
+long before the call's deadline.
 
 The script runs as `powershell.exe -NoProfile -NonInteractive -EncodedCommand <base64 of UTF-16LE>` in a shell
 opened with codepage 65001 (UTF-8) and no profile. pywinrm's own output loop retries the OperationTimeout fault
@@ -41,13 +46,19 @@ from winrm.protocol import Protocol
 
 from ..daemon_threads import run_in_daemon_thread
 from . import clixml
-from .pinned_session import DeadlineReached, PinnedSession, ResponseTooLarge
+from .pinned_session import AnswerTimedOut, DeadlineReached, PinnedSession, ResponseTooLarge
+from .sealed_replies import SealedRepliesEncryption, UnsealedReply
 
 WinrmFailureCode = Literal["CONNECTION_FAILED", "TLS_ERROR", "AUTHENTICATION_FAILED", "PROTOCOL_ERROR", "TIMEOUT",
                            "INSECURE_TRANSPORT"]
 
 # How long the host may hold one Receive before answering "no output yet" (WS-Man OperationTimeout), at most.
 MAX_OPERATION_TIMEOUT_SECONDS: Final = 5
+# How long a host may take to connect and to start answering a request, beyond the OperationTimeout for a Receive.
+# A Windows host answers Create, Command, Signal and Delete within a second or two even when busy (a Receive with
+# no output yet is held for the OperationTimeout, then answered with a fault), and the NTLM challenge at once;
+# 10 s leaves a loaded host room while a silent one costs a fraction of a tool's timeout.
+ANSWER_TIMEOUT_SECONDS: Final = 10.0
 # The time kept at the end of a call for telling the host to stop the command and delete the shell.
 CLEANUP_SECONDS: Final = 2.0
 # The longest piece of a host's own words (a fault's reason) that a message quotes.
@@ -103,11 +114,18 @@ class WinrmFailure(Exception):
 
 
 async def run_powershell(endpoint: WinrmEndpoint, login: WinrmLogin, script: str, *, timeout_seconds: float,
-                         max_output_bytes: int) -> PowershellOutput:
-    """Run `script` on the endpoint; returns within `timeout_seconds`, or raises WinrmFailure."""
+                         max_output_bytes: int,
+                         answer_timeout_seconds: float = ANSWER_TIMEOUT_SECONDS) -> PowershellOutput:
+    """Run `script` on the endpoint; returns within `timeout_seconds`, or raises WinrmFailure.
+
+    A host that does not connect or start an answer within `answer_timeout_seconds` fails the call then.
+    """
     _check_arguments(endpoint, timeout_seconds, max_output_bytes)
+    if not answer_timeout_seconds > 0:
+        raise ValueError("answer_timeout_seconds must be positive")
     _refuse_insecure_transport(endpoint, login)
-    call = _WinrmCall(endpoint, login, script, time.monotonic() + timeout_seconds, max_output_bytes)
+    call = _WinrmCall(endpoint, login, script, time.monotonic() + timeout_seconds, max_output_bytes,
+                      answer_timeout_seconds)
     finished = False
     try:
         async with asyncio.timeout(timeout_seconds) as scope:
@@ -166,12 +184,14 @@ class _WinrmCall:
     """One run of a script, in a worker thread; `abort()` from the event loop abandons it."""
 
     def __init__(self, endpoint: WinrmEndpoint, login: WinrmLogin, script: str, deadline: float,
-                 max_output_bytes: int) -> None:
+                 max_output_bytes: int, answer_timeout: float) -> None:
         self.endpoint = endpoint
         self.login = login
         self.script = script
         self.deadline = deadline
         self.max_output_bytes = max_output_bytes
+        self.answer_timeout = answer_timeout
+        self.operation_timeout = MAX_OPERATION_TIMEOUT_SECONDS
         self.session: PinnedSession | None = None
         self.answered = False  # whether the host answered any request: silence is CONNECTION_FAILED, not TIMEOUT
         self._aborted = False
@@ -214,7 +234,7 @@ class _WinrmCall:
         endpoint, login = self.endpoint, self.login
         encrypt = login.authentication == "ntlm" and not endpoint.ssl
         remaining = max(1.0, self.deadline - time.monotonic())
-        operation_timeout = max(1, min(MAX_OPERATION_TIMEOUT_SECONDS, int(remaining / 3)))
+        self.operation_timeout = max(1, min(MAX_OPERATION_TIMEOUT_SECONDS, int(remaining / 3)))
         host = f"[{endpoint.hostname}]" if ":" in endpoint.hostname else endpoint.hostname
         protocol = Protocol(
             f"{'https' if endpoint.ssl else 'http'}://{host}:{endpoint.port}/wsman",
@@ -223,13 +243,15 @@ class _WinrmCall:
             ca_trust_path=endpoint.ca_file or None,  # type: ignore[arg-type]  # None: no environment CA bundle
             server_cert_validation="validate", proxy=None,
             message_encryption="always" if encrypt else "auto",
-            operation_timeout_sec=operation_timeout, read_timeout_sec=operation_timeout + 5)
+            # pywinrm wants its read timeout above the OperationTimeout; the session's answer_timeout replaces it.
+            operation_timeout_sec=self.operation_timeout, read_timeout_sec=self.operation_timeout + 1)
         try:
             tls_context = ssl.create_default_context(cafile=endpoint.ca_file)
         except (OSError, ssl.SSLError) as error:
             raise WinrmFailure("TLS_ERROR", f"the CA file {endpoint.ca_file!r} could not be loaded ({error}): point "
                                             "the setting at a readable PEM file of CA certificates") from None
-        session = PinnedSession(endpoint.addresses, tls_context=tls_context, deadline=self.deadline)
+        session = PinnedSession(endpoint.addresses, tls_context=tls_context, deadline=self.deadline,
+                                answer_timeout=self.answer_timeout)
         session.hooks["response"].append(self._answer_arrived)
         self.session = session
         if self._aborted:
@@ -243,6 +265,8 @@ class _WinrmCall:
         transport.build_session = lambda: session  # type: ignore[method-assign]
         if encrypt:
             transport.setup_encryption(session)
+            # pywinrm's own encryption would take a reply in clear as the host's words.
+            transport.encryption = SealedRepliesEncryption(session, "ntlm")
         return protocol
 
     def _answer_arrived(self, response: requests.Response, *args: object, **kwargs: object) -> None:
@@ -253,13 +277,19 @@ class _WinrmCall:
         truncated = False
         exit_code = -1
         receive_until = self.deadline - min(CLEANUP_SECONDS, (self.deadline - time.monotonic()) / 4)
+        session = self.session
+        assert session is not None  # _protocol made it
         while True:
             if time.monotonic() >= receive_until:
                 raise self.deadline_failure()
             try:
+                # The host holds a Receive until there is output or the OperationTimeout passes, then answers.
+                session.answer_timeout = self.operation_timeout + self.answer_timeout
                 out, err, code, done = protocol.get_command_output_raw(shell_id, command_id)
             except winrm.exceptions.WinRMOperationTimeoutError:
                 continue  # no output within OperationTimeout: ask again, while the deadline allows
+            finally:
+                session.answer_timeout = self.answer_timeout
             stdout += out
             stderr += err
             if len(stdout) > self.max_output_bytes or len(stderr) > self.max_output_bytes:
@@ -296,6 +326,19 @@ class _WinrmCall:
             return WinrmFailure("TLS_ERROR", f"TLS with {where} failed ({reason}): the host's certificate must name "
                                              "the host and be signed by a trusted CA (the asset's CA file, or the "
                                              "system's trust store)")
+        if isinstance(error, AnswerTimedOut):
+            if not self.answered:
+                return WinrmFailure("CONNECTION_FAILED",
+                                    f"the WinRM host {where} did not answer within {error.seconds:g} s: check that "
+                                    "it is up, that WinRM listens on that port "
+                                    f"({'HTTPS' if self.endpoint.ssl else 'HTTP'}), and the firewall")
+            return WinrmFailure("TIMEOUT", f"the WinRM host {where} stopped answering (nothing for "
+                                           f"{error.seconds:g} s): try again, or check the host's load")
+        if isinstance(error, UnsealedReply):
+            return WinrmFailure("PROTOCOL_ERROR",
+                                f"the WinRM host {where} {_quote(str(error))}; nothing of that reply was used. Only "
+                                "a reply the host encrypted counts: something on the network may be answering for "
+                                "the host or altering its replies. Check the path to it, or use HTTPS (port 5986)")
         if isinstance(error, DeadlineReached | winrm.exceptions.WinRMOperationTimeoutError):
             return self.deadline_failure()
         if isinstance(error, requests.exceptions.Timeout):
