@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import threading
 
 import pytest
 from google.protobuf.json_format import MessageToDict
@@ -14,8 +16,16 @@ from google.protobuf.json_format import MessageToDict
 from toolhost_server.assets.model import Asset, WinrmProfile
 from toolhost_server.config import ConfigError, load_config
 from toolhost_server.credentials.resolved import Credential
+from toolhost_server.tools import windows_list_directory
+from toolhost_server.tools.windows_list_directory import MAX_REMOTE_OUTPUT_BYTES
 from toolhost_server.windows.connection_plan import merged_login
-from toolhost_server.windows.directory_listing import InvalidListingError, parse_listing, quotable, shown_name
+from toolhost_server.windows.directory_listing import (
+    MAX_NAME_UTF16_UNITS,
+    InvalidListingError,
+    parse_listing,
+    quotable,
+    shown_name,
+)
 from toolhost_server.windows.powershell import MAX_ENTRIES, list_directory_script
 
 from helpers.asset_tools import add_assets
@@ -27,6 +37,7 @@ from helpers.windows_hosts import (
     directory_entry,
     fake_asset,
     file_entry,
+    largest_listing_stdout,
     list_directory,
     listing_responder,
     listing_stdout,
@@ -37,6 +48,7 @@ from helpers.winrm_fake import FakeWinrm
 
 ENTRIES = [directory_entry("Program Files"), directory_entry("Users"), file_entry("pagefile.sys", 4_294_967_296),
            file_entry("notes über €.txt", 0, "2023-12-31T23:59:59.9999999+00:00")]
+LOG = logging.getLogger(__name__)
 
 
 @pytest.fixture(autouse=True)
@@ -94,14 +106,14 @@ def test_the_domain_comes_from_the_profile_else_the_credential_and_never_twice()
     credential = Credential("winrm", "environment", {"username": "svc-inventory", "password": PASSWORD,
                                                      "domain": "CREDENTIALDOMAIN"})
     asset = Asset("ws-042")
-    assert merged_login(asset, credential).username == "CREDENTIALDOMAIN\\svc-inventory"
+    assert merged_login(asset, credential, LOG).username == "CREDENTIALDOMAIN\\svc-inventory"
     with_domain = Asset("ws-042", winrm=WinrmProfile(domain="CORP"))
-    assert merged_login(with_domain, credential).username == "CORP\\svc-inventory"
+    assert merged_login(with_domain, credential, LOG).username == "CORP\\svc-inventory"
     for written in ("OTHER\\svc-inventory", "svc-inventory@corp.example.com"):
         named = Credential("winrm", "environment", {"username": written, "password": PASSWORD})
-        assert merged_login(with_domain, named).username == written
+        assert merged_login(with_domain, named, LOG).username == written
     plain = Credential("winrm", "environment", {"username": "svc-inventory", "password": PASSWORD})
-    login = merged_login(asset, plain)
+    login = merged_login(asset, plain, LOG)
     assert (login.username, login.password, login.authentication) == ("svc-inventory", PASSWORD, "ntlm")
     assert PASSWORD not in repr(login)
 
@@ -140,7 +152,9 @@ async def test_an_unknown_host_names_close_ones_and_a_shared_hostname_is_ambiguo
 async def test_a_missing_credential_is_named_without_saying_where_the_server_looked(start_server, tmp_path):
     credentials_dir = tmp_path / "secret-credentials-dir"
     credentials_dir.mkdir()
-    server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS, credentials_dir=str(credentials_dir))
+    # Listed by the operator (else CREDENTIAL_HOST_DENIED before any lookup), but held nowhere.
+    server = await start_server(winrm_credential_hosts=(("fileserver", ("127.0.0.0/8",)),),
+                                credentials_dir=str(credentials_dir))
     await add_assets(server, Asset("ws-042", addresses=("127.0.0.1",), winrm=WinrmProfile(credential="fileserver")))
     response = await list_directory(server, "ws-042")
     assert not response.success and response.error.code == "MISSING_CREDENTIALS"
@@ -151,13 +165,17 @@ async def test_a_missing_credential_is_named_without_saying_where_the_server_loo
     assert response.output == "" and not response.HasField("structured_output")
 
 
-async def test_a_credential_without_a_password_is_missing_credentials(start_server, monkeypatch):
+async def test_a_credential_without_a_password_is_missing_credentials_and_the_log_says_which_key(
+        start_server, monkeypatch, caplog):
     monkeypatch.delenv("TOOLHOST_CRED_WINRM_PASSWORD")
     server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS)
     await add_assets(server, Asset("ws-042", addresses=("127.0.0.1",)))
     response = await list_directory(server, "ws-042")
     assert not response.success and response.error.code == "MISSING_CREDENTIALS"
-    assert "no password" in response.error.message and "TOOLHOST_CRED_WINRM_PASSWORD" in response.error.message
+    message = response.error.message
+    assert "'winrm'" in message and "incomplete" in message and "TOOLHOST_CRED_WINRM_USERNAME" in message
+    assert "no password" not in message  # which key is missing is the operator's to read
+    assert any("credential winrm has no password" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("stderr, exit_code, code, quoted", [
@@ -212,6 +230,56 @@ async def test_a_directory_of_more_than_ten_thousand_entries_is_truncated(start_
     assert response.output.splitlines()[0] == (
         f'"C:\\\\" on ws-042: {MAX_ENTRIES} entries (truncated: the directory holds more; at most {MAX_ENTRIES} '
         "are listed)")
+
+
+async def test_the_largest_listing_a_real_directory_makes_is_read_whole(start_server):
+    stdout = largest_listing_stdout()
+    with FakeWinrm(tls=True, authentication="basic", username=USERNAME, password=PASSWORD,
+                   responder=lambda script: (stdout, "", 0)) as fake:
+        server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS, winrm_ca_file=fake.ca_file)
+        await add_assets(server, fake_asset(fake))
+        response = await list_directory(server, "ws-042")
+    assert response.success, response.error
+    listed = structured(response)
+    assert listed["truncated"] is True  # of the 10,001 read, those within the server's max_output_bytes
+    first = listed["entries"][0]
+    assert (first["name"], first["type"], first["modified"]) == ("'" * MAX_NAME_UTF16_UNITS, "file", MODIFIED_ISO)
+    # The structured output's numbers are doubles; the text shows the size exactly.
+    assert response.output.splitlines()[1].split()[0] == f"{2**63 - 1:,}"
+
+
+def test_what_the_tool_reads_from_a_host_is_what_the_largest_real_listing_needs():
+    # The cap follows from the limits (directory_listing.py): at least the largest real listing, and not much
+    # more, so a hostile host cannot make each call hold more than a real one would.
+    largest = len(largest_listing_stdout())
+    assert largest <= MAX_REMOTE_OUTPUT_BYTES <= largest * 1.05
+
+
+def test_names_holding_braces_brackets_and_commas_are_entries_like_any_other():
+    # Legal in Windows file names, and what the shape check counts outside strings only.
+    names = ["{[,]}" * 51, "a,b", "[x]", "{}"]
+    entries = [file_entry(name, 1) for name in names] * 2500 + [file_entry("{,", 2)]
+    listing = parse_listing(listing_stdout(entries))
+    assert [entry.name for entry in listing.entries[:4]] == names
+    assert len(listing.entries) == MAX_ENTRIES and listing.truncated
+
+
+async def test_the_listing_is_parsed_in_a_worker_thread_not_on_the_event_loop(start_server, monkeypatch):
+    threads: list[threading.Thread] = []
+
+    def recording_parse_listing(stdout: str) -> object:
+        threads.append(threading.current_thread())
+        return parse_listing(stdout)
+
+    monkeypatch.setattr(windows_list_directory, "parse_listing", recording_parse_listing)
+    with FakeWinrm(tls=False, authentication="ntlm", username=USERNAME, password=PASSWORD,
+                   responder=listing_responder(ENTRIES)) as fake:
+        server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS)
+        await add_assets(server, fake_asset(fake))
+        response = await list_directory(server, "ws-042")
+    assert response.success, response.error
+    assert len(structured(response)["entries"]) == len(ENTRIES)
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
 
 
 async def test_entries_are_cut_to_fit_the_servers_max_output_bytes(start_server):
@@ -277,10 +345,13 @@ def test_a_listing_is_checked_entry_by_entry():
 
 @pytest.mark.parametrize("document, why", [
     ({"name": "a"}, "not the list"),
-    ([["a"]], "entry 0 is not an object"),
+    ([["a"]], "nests JSON lists"),
+    ([{"a": "b"}], "entry 0 is not an object"),
     ([{**file_entry("a", 1), "extra": 1}], "entry 0 is not an object"),
     ([file_entry("", 1)], "the name"),
-    ([file_entry("a" * 1025, 1)], "the name"),
+    ([file_entry("a" * (MAX_NAME_UTF16_UNITS + 1), 1)], "the name"),
+    # 128 characters outside the BMP are 256 UTF-16 units, one more than a Windows file name holds.
+    ([file_entry("\U0001F600" * 128, 1)], "the name"),
     ([file_entry("a", -1)], "without a size"),
     ([file_entry("a", True)], "without a size"),
     ([file_entry("a", 2**63)], "without a size"),
@@ -333,12 +404,20 @@ def test_winrm_credential_hosts_come_from_the_file_the_environment_or_a_flag(tmp
     ("winrm=10.0.0.0/8;winrm=10.1.0.0/16", "twice"),
     ("winrm=", "lists no network"),
     ("winrm=*", "any domain"),
+    ("winrm=*.com", "any domain under 'com'"),
+    ("winrm=10.0.0.0/8,*.co.uk", "any domain under 'co.uk'"),
+    ("winrm=ws*", "name your organisation's own domain"),
     ("winrm=10.0.0.*", "write a CIDR"),
     ("winrm=host name.example.com", "neither a CIDR network nor a host glob"),
 ])
 def test_a_bad_winrm_credential_hosts_entry_stops_the_server(value, why):
     with pytest.raises(ConfigError, match=why):
         load_config(environ={"TOOLHOST_WINRM_CREDENTIAL_HOSTS": value})
+
+
+def test_host_globs_that_name_an_organisations_domain_are_accepted():
+    value = "winrm=*.corp.example.com,ws-*.example.co.uk,*.corp.de,a.*.example.com,localhost,winhost.test"
+    assert len(load_config(environ={"TOOLHOST_WINRM_CREDENTIAL_HOSTS": value}).winrm_credential_hosts[0][1]) == 6
 
 
 def test_winrm_ca_file_must_exist(tmp_path):

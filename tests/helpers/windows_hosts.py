@@ -21,7 +21,8 @@ from google.protobuf.json_format import MessageToDict
 from toolhost.v1 import tool_service_pb2
 from toolhost_server.assets.model import Asset, WinrmProfile
 from toolhost_server.tools.egress import OPEN_ENV
-from toolhost_server.windows.powershell import SINGLE_QUOTES
+from toolhost_server.windows.directory_listing import MAX_NAME_UTF16_UNITS
+from toolhost_server.windows.powershell import MAX_ENTRIES, SINGLE_QUOTES
 
 from helpers.calls import call
 from helpers.servers import RunningServer
@@ -55,6 +56,14 @@ def directory_entry(name: str, modified: str = MODIFIED) -> dict[str, Any]:
 def listing_stdout(entries: Sequence[Any]) -> str:
     """What the listing script prints for `entries`: base64 of their UTF-8 JSON (as ConvertTo-Json -Compress)."""
     return base64.b64encode(json.dumps(list(entries), separators=(",", ":")).encode("utf-8")).decode("ascii")
+
+
+def largest_listing_stdout() -> str:
+    """The most a real directory makes the script print: MAX_ENTRIES + 1 files of the largest size whose names
+    are 255 apostrophes, each written by Windows PowerShell 5.1's ConvertTo-Json as a 6-byte \\u0027."""
+    entry = file_entry("'" * MAX_NAME_UTF16_UNITS, 2**63 - 1)
+    text = json.dumps([entry] * (MAX_ENTRIES + 1), separators=(",", ":")).replace("'", "\\u0027")
+    return base64.b64encode(text.encode("ascii")).decode("ascii")
 
 
 def listing_responder(entries: Sequence[Any]) -> Responder:

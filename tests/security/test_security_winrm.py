@@ -13,13 +13,21 @@ import json
 import logging
 import re
 import secrets
+import tracemalloc
 
 import grpc
 import pytest
 
+from toolhost_server.config import ConfigError, load_config
 from toolhost_server.tools.egress import OPEN_ENV
 from toolhost_server.windows.credential_hosts import CredentialHosts, HostGlob, parse_setting
-from toolhost_server.windows.powershell import list_directory_script
+from toolhost_server.windows.directory_listing import (
+    MAX_LISTING_JSON_BYTES,
+    MAX_LISTING_OUTPUT_BYTES,
+    InvalidListingError,
+    parse_listing,
+)
+from toolhost_server.windows.powershell import MAX_ENTRIES, list_directory_script
 
 from helpers.asset_tools import add_assets
 from helpers.otlp import otlp_receiver
@@ -125,12 +133,14 @@ async def test_a_credential_goes_nowhere_its_operator_did_not_list(start_server)
 
 
 async def test_a_trusted_hostname_does_not_vouch_for_addresses_set_on_the_asset(start_server):
-    # The operator trusts *.test by name; an asset editor names winhost.test and lists their own address.
-    trusted_by_name = (("winrm", ("*.test", "localhost")),)
+    # The operator trusts *.corp.test by name; an asset editor names winhost.corp.test and lists their own
+    # address.
+    trusted_by_name = (("winrm", ("*.corp.test", "localhost")),)
     with FakeWinrm(tls=False, authentication="ntlm", username=USERNAME, password=CANARY,
                    responder=listing_responder([])) as fake:
         server = await start_server(winrm_credential_hosts=trusted_by_name)
-        await add_assets(server, fake_asset(fake, "pointed", hostname="winhost.test", addresses=("127.0.0.1",)),
+        await add_assets(server, fake_asset(fake, "pointed", hostname="winhost.corp.test",
+                                            addresses=("127.0.0.1",)),
                          fake_asset(fake, "resolved", hostname="localhost", addresses=()))
         pointed = await list_directory(server, "pointed")
         assert fake.connections == 0
@@ -156,6 +166,65 @@ async def test_basic_authentication_without_tls_is_refused_before_any_connection
     for refused in (response, unresolved):
         assert not refused.success and refused.error.code == "INSECURE_TRANSPORT"
         assert "ssl true" in refused.error.message
+
+
+async def test_basic_authentication_needs_the_operators_ca_file_before_any_connection(start_server):
+    # Basic hands over the password itself. With the system's trust store, an asset editor on the path to a
+    # listed network names a hostname they hold a public certificate for (review finding 5).
+    with FakeWinrm(tls=True, authentication="basic", username=USERNAME, password=CANARY,
+                   responder=listing_responder([])) as fake:
+        server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS)  # no winrm_ca_file
+        await add_assets(server, fake_asset(fake, hostname="review-attacker.example"),
+                         fake_asset(fake, "unresolved", credential="nosuch"))
+        responses = [await list_directory(server, host) for host in ("ws-042", "unresolved")]
+        assert fake.connections == 0 and fake.requests == []
+    for response in responses:
+        assert not response.success and response.error.code == "INSECURE_TRANSPORT", response.error
+        assert "winrm_ca_file" in response.error.message and "ntlm" in response.error.message
+
+
+async def test_a_credential_the_operator_did_not_list_is_refused_the_same_before_it_is_resolved(
+        start_server, monkeypatch, caplog):
+    # An asset editor names any credential: whether the server holds it, and which keys, must not show
+    # (review finding 6). Only `winrm` is listed.
+    monkeypatch.setenv("TOOLHOST_CRED_GITHUB_TOKEN", "ghp_not-a-real-token")
+    monkeypatch.setenv("TOOLHOST_CRED_BACKUP_USERNAME", "svc-backup")
+    monkeypatch.setenv("TOOLHOST_CRED_DCADMIN_USERNAME", "Administrator")
+    monkeypatch.setenv("TOOLHOST_CRED_DCADMIN_PASSWORD", CANARY)
+    probes = ("github", "backup", "dcadmin", "nosuch")
+    with FakeWinrm(tls=False, authentication="ntlm", username=USERNAME, password=CANARY) as fake:
+        server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS)
+        await add_assets(server, *(fake_asset(fake, name, credential=name) for name in probes))
+        responses = {name: await list_directory(server, name) for name in probes}
+        assert fake.connections == 0
+    shapes = set()
+    for name, response in responses.items():
+        assert not response.success and response.error.code == "CREDENTIAL_HOST_DENIED", (name, response.error)
+        shapes.add(response.error.message.replace(name, "NAME").replace(name.upper(), "NAME"))
+    assert len(shapes) == 1, shapes
+    # Nothing was looked up: a lookup of a missing credential would have left its warning in the log.
+    assert not [r for r in caplog.records if "missing credentials" in r.getMessage()]
+
+
+async def test_which_keys_a_listed_credential_lacks_is_told_only_to_the_operators_log(start_server, monkeypatch,
+                                                                                     caplog):
+    monkeypatch.setenv("TOOLHOST_CRED_NOPASSWORD_USERNAME", USERNAME)
+    monkeypatch.setenv("TOOLHOST_CRED_NOUSERNAME_PASSWORD", CANARY)
+    listed = (("nopassword", ("127.0.0.0/8",)), ("nousername", ("127.0.0.0/8",)))
+    with FakeWinrm(tls=False, authentication="ntlm", username=USERNAME, password=CANARY) as fake:
+        server = await start_server(winrm_credential_hosts=listed)
+        await add_assets(server, *(fake_asset(fake, name, credential=name) for name in ("nopassword", "nousername")))
+        responses = {name: await list_directory(server, name) for name in ("nopassword", "nousername")}
+        assert fake.connections == 0
+    shapes = set()
+    for name, response in responses.items():
+        assert not response.success and response.error.code == "MISSING_CREDENTIALS", (name, response.error)
+        assert repr(name) in response.error.message  # the credential is named, as the seed's error does
+        shapes.add(response.error.message.replace(name, "NAME").replace(name.upper(), "NAME"))
+    assert len(shapes) == 1, shapes
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "credential nopassword has no password" in logged and "credential nousername has no username" in logged
+    assert_no_canary(logged, "the log records")
 
 
 async def test_the_egress_policy_holds_even_where_the_operator_lists_the_credential(start_server):
@@ -262,3 +331,62 @@ def test_each_credential_has_its_own_list():
     assert both.refusal("dcadmin", "x", ["10.1.1.1"], True) != ""
     assert both.refusal("dcadmin", "dc1.dc.example.com", ["10.1.1.1"], True) == ""
     assert "no entry" in both.refusal("other", "dc1.dc.example.com", ["10.1.1.1"], True)
+
+
+@pytest.mark.parametrize("glob", ["*.com", "*-*.com", "*.*.com", "ws*", "*.co.uk", "*.com.au"])
+def test_a_host_glob_over_a_public_suffix_stops_the_server(glob):
+    # '*.com' would send the credential to any .com host whose DNS the attacker controls (review finding 8).
+    with pytest.raises(ConfigError, match="name your organisation's own domain"):
+        load_config(environ={"TOOLHOST_WINRM_CREDENTIAL_HOSTS": f"winrm=10.0.0.0/8,{glob}"})
+
+
+# --- a hostile host's reply -------------------------------------------------------------------------------------
+
+
+def _filled(item: bytes, size: int) -> str:
+    """base64 of a JSON list of `item` repeated to `size` bytes."""
+    body = (b"[" + item * ((size - 2) // len(item))).rstrip(b",") + b"]"
+    return base64.b64encode(body).decode("ascii")
+
+
+@pytest.mark.parametrize("item, why", [
+    (b"{},", "JSON objects"),
+    (b"[],", "nests JSON lists"),
+    (b"1.5,", "more JSON values"),
+    (b'"",', "quote characters"),
+    # Braces inside strings as well: few enough quotes to pass that count, so the objects are counted with the
+    # strings left out.
+    (b'{"a":"' + b"{" * 200 + b'"},', "JSON objects"),
+])
+def test_a_hostile_listing_costs_memory_of_its_size_not_of_the_objects_its_json_would_make(item, why):
+    # Each `{}` would be a Python dict of ~64 bytes for 3 bytes of JSON (review finding 3: 600 MiB for a reply
+    # of 32 MiB). 6 MiB of JSON here, refused by counting before json.loads builds anything.
+    stdout = _filled(item, 6 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidListingError, match=why):
+            parse_listing(stdout)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * len(stdout), f"parsing held {peak} bytes for {len(stdout)} of output"
+
+
+def test_output_past_what_the_largest_listing_takes_is_refused_unread():
+    with pytest.raises(InvalidListingError, match="more than"):
+        parse_listing("A" * (MAX_LISTING_OUTPUT_BYTES + 1))
+    # Within the output's bound, JSON past what 10,001 entries take is refused as well (a host's line breaks
+    # are allowed for, JSON bytes are not).
+    with pytest.raises(InvalidListingError, match="bytes of JSON"):
+        parse_listing(_filled(b"0,", MAX_LISTING_JSON_BYTES + 16))
+
+
+async def test_a_host_answering_with_a_hostile_listing_is_a_protocol_error(start_server):
+    stdout = _filled(b"{},", 3 * (MAX_ENTRIES + 2) + 2)  # one object more than the script prints
+    with FakeWinrm(tls=True, authentication="basic", username=USERNAME, password=CANARY,
+                   responder=lambda script: (stdout, "", 0)) as fake:
+        server = await start_server(winrm_credential_hosts=LOOPBACK_HOSTS, winrm_ca_file=fake.ca_file)
+        await add_assets(server, fake_asset(fake))
+        response = await list_directory(server, "ws-042")
+    assert not response.success and response.error.code == "PROTOCOL_ERROR", response.error
+    assert f"{MAX_ENTRIES + 2} JSON objects" in response.error.message

@@ -21,6 +21,7 @@ from ..model import Annotations, Example, Parameter
 from ..windows.connection_plan import merged_login, plan_connection, refuse_insecure_transport
 from ..windows.credential_hosts import CredentialHosts
 from ..windows.directory_listing import (
+    MAX_LISTING_OUTPUT_BYTES,
     DirectoryEntry,
     InvalidListingError,
     entry_line,
@@ -37,9 +38,10 @@ TIMEOUT_SECONDS: Final = 60
 # what it was waiting for) before the pipeline stops it.
 _BUDGET_SHARE: Final = 0.9
 _MIN_SECONDS: Final = 0.05
-# What the host may send at most: MAX_ENTRIES + 1 entries of the longest names, as base64 of JSON, fit. Output
-# past it means the host is not running the listing script, and is refused rather than read.
-MAX_REMOTE_OUTPUT_BYTES: Final = 32 * 1024 * 1024
+# What the host may send at most: what MAX_ENTRIES + 1 entries of the longest names take as the script prints
+# them (about 21 MiB; directory_listing.py says how it is computed). Output past it means the host is not running
+# the listing script, and is refused rather than read.
+MAX_REMOTE_OUTPUT_BYTES: Final = MAX_LISTING_OUTPUT_BYTES
 # Bytes of max_output_bytes kept for what surrounds the entries (the other fields, the header line).
 _RESERVE_BYTES: Final = 4096
 _NO_CONTROL_CHARACTERS: Final = "^[^\\x00-\\x1f\\x7f]*$"
@@ -96,7 +98,8 @@ class WindowsListDirectory(Tool):
         "required": ["host", "hostname", "path", "entries", "truncated"],
     }
     timeout_seconds = TIMEOUT_SECONDS
-    # Each call may hold up to MAX_REMOTE_OUTPUT_BYTES of a host's reply in memory.
+    # Each call may hold a host's reply of up to MAX_REMOTE_OUTPUT_BYTES in memory, a few copies of it while
+    # parse_listing decodes it, but never the objects a hostile document's JSON would make.
     max_concurrency = 16
     examples = (
         Example("The C: drive of ws-042", {"host": "ws-042"}),
@@ -121,12 +124,17 @@ class WindowsListDirectory(Tool):
         except UnusablePathError as exc:
             raise ToolRaisedFailure(str(exc), "INVALID_PATH") from None
         asset = await _find_asset(host, context)
-        refuse_insecure_transport(asset)
-        credential = await _credential(asset, context)
-        login = merged_login(asset, credential)
         services = context.services
-        plan = await plan_connection(asset, login, credential.name, services.winrm_credential_hosts or
-                                     CredentialHosts({}), services.winrm_ca_file, deadline, budget)
+        hosts = services.winrm_credential_hosts or CredentialHosts({})
+        # Both before the credential is resolved: a refused call reads no secret, and tells an asset editor
+        # (who may name any credential) nothing about what the server holds.
+        refuse_insecure_transport(asset, services.winrm_ca_file)
+        unlisted = hosts.unlisted_refusal(asset.winrm.effective_credential)
+        if unlisted:
+            raise ToolRaisedFailure(unlisted, "CREDENTIAL_HOST_DENIED")
+        credential = await _credential(asset, context)
+        login = merged_login(asset, credential, context.logger)
+        plan = await plan_connection(asset, login, credential.name, hosts, services.winrm_ca_file, deadline, budget)
         endpoint = plan.endpoint
         context.logger.info(
             "listing a directory of asset %s at %s port %d (%s, %s, addresses %s from %s) with credential %s",
@@ -150,7 +158,9 @@ class WindowsListDirectory(Tool):
             error = remote_error(output.exit_code, output.errors)
             raise ToolRaisedFailure(f"listing {path!r} on {asset.name!r} failed: {error.message}", error.code)
         try:
-            listing = parse_listing(output.stdout)
+            # Decoding and checking up to MAX_REMOTE_OUTPUT_BYTES takes a fraction of a second: not on the loop
+            # that serves every other call.
+            listing = await asyncio.to_thread(parse_listing, output.stdout)
         except InvalidListingError as exc:
             raise ToolRaisedFailure(f"{asset.name!r} answered, but not as the listing script does: {exc}",
                                     "PROTOCOL_ERROR") from None
@@ -199,10 +209,6 @@ async def _credential(asset: Asset, context: ToolContext) -> Credential:
             f"provides it as TOOLHOST_CRED_{name.upper()}_USERNAME and _PASSWORD (optionally _DOMAIN) variables, "
             f"{name}.username and {name}.password files in credentials_dir, or with `toolhost credentials set "
             f"{name}`; the server log says where it looked", "MISSING_CREDENTIALS") from None
-
-
-
-
 
 
 def _header(asset: Asset, path: str, shown: int, truncated: bool) -> str:

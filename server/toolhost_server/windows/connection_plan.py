@@ -1,10 +1,12 @@
 """From an asset and its credential to where and how windows_list_directory connects: the seed's "merge", and
 the policy that decides, before any connection, whether the credential may go there at all.
 
-Refusals (ToolRaisedFailure codes), in the order they are checked:
+Refusals (ToolRaisedFailure codes), in the order windows_list_directory checks them:
 
-    INSECURE_TRANSPORT      basic authentication without TLS would send the password readable on the wire
-    MISSING_CREDENTIALS     the credential lacks a username or a password
+    INSECURE_TRANSPORT      basic authentication without TLS would send the password readable on the wire, and
+                            without the operator's winrm_ca_file to whoever holds a public certificate
+    CREDENTIAL_HOST_DENIED  winrm_credential_hosts has no entry for the credential (checked before it is resolved)
+    MISSING_CREDENTIALS     the credential lacks a username or a password (which, only the operator's log says)
     HOST_NOT_FOUND, TIMEOUT the hostname does not resolve (in time)
     EGRESS_DENIED           an address is one the egress policy (tools/egress.py) keeps the tools away from
     CREDENTIAL_HOST_DENIED  winrm_credential_hosts does not let this credential go to an address
@@ -13,6 +15,7 @@ Refusals (ToolRaisedFailure codes), in the order they are checked:
 from __future__ import annotations
 
 import ipaddress
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -37,29 +40,47 @@ class ConnectionPlan:
     from_dns: bool
 
 
-def refuse_insecure_transport(asset: Asset) -> None:
-    """INSECURE_TRANSPORT for basic authentication without TLS: the password would cross the network in base64.
-    Validation refuses such an asset; this holds even for one stored before that rule, or changed behind it."""
+def refuse_insecure_transport(asset: Asset, ca_file: str) -> None:
+    """INSECURE_TRANSPORT for basic authentication without TLS, or without the operator's CA (`ca_file`, the
+    winrm_ca_file setting). Basic hands the password itself to whichever server passes the certificate check;
+    with the system's trust store and a hostname an asset editor chooses, that is anyone holding a public
+    certificate for a name of theirs and a place on the path to an address the credential may go to.
+    Validation refuses basic without TLS; this holds even for an asset stored before that rule, or behind it."""
     profile = asset.winrm
-    if profile.authentication == "basic" and not profile.ssl:
+    if profile.authentication != "basic":
+        return
+    if not profile.ssl:
         raise ToolRaisedFailure(
             f"asset {asset.name!r} asks for basic authentication over plain HTTP, which would send the password "
             "readable to anyone on the way; an asset manager sets its WinRM profile to ssl true (port 5986) or to "
             "ntlm, which toolhost sends over HTTP only with message encryption", "INSECURE_TRANSPORT")
+    if not ca_file:
+        raise ToolRaisedFailure(
+            f"asset {asset.name!r} asks for basic authentication, which sends the password to whichever server "
+            "shows a certificate for the asset's hostname, and the server trusts every public CA (winrm_ca_file "
+            "is not set): anyone with a public certificate for a name of theirs could receive it. An operator sets "
+            "winrm_ca_file (TOOLHOST_WINRM_CA_FILE) to the CA that issues the WinRM hosts' certificates, or an "
+            "asset manager sets the asset's authentication to ntlm", "INSECURE_TRANSPORT")
 
 
-def merged_login(asset: Asset, credential: Credential) -> WinrmLogin:
+def merged_login(asset: Asset, credential: Credential, log: logging.Logger) -> WinrmLogin:
     """The seed's merge: the credential's username and password, and the profile's domain (else the
-    credential's `domain`) in front of a username that names none yet (DOMAIN\\user, or user@domain kept)."""
+    credential's `domain`) in front of a username that names none yet (DOMAIN\\user, or user@domain kept).
+
+    MISSING_CREDENTIALS when a key is missing; which one goes to `log` (the operator's), not to the caller: an
+    asset editor who names any credential would otherwise learn which keys the server holds for it."""
     from .winrm_client import WinrmLogin
 
     missing = [key for key in ("username", "password") if not credential.get(key)]
     if missing:
-        variables = ", ".join(f"TOOLHOST_CRED_{credential.name.upper()}_{key.upper()}" for key in missing)
+        log.warning("asset %s: the credential %s has no %s, which WinRM needs", asset.name, credential.name,
+                    " and no ".join(missing))
+        name = credential.name
         raise ToolRaisedFailure(
-            f"the credential {credential.name!r} has no {' and no '.join(missing)}, which WinRM needs; an operator "
-            f"sets {variables} (or the {credential.name}.<key> files in credentials_dir, or `toolhost credentials "
-            "set`)", "MISSING_CREDENTIALS")
+            f"the server's credential {name!r}, which asset {asset.name!r} uses for WinRM, is incomplete: WinRM "
+            f"needs its username and its password. An operator completes it (TOOLHOST_CRED_{name.upper()}_USERNAME "
+            f"and _PASSWORD variables, the {name}.username and {name}.password files in credentials_dir, or "
+            f"`toolhost credentials set {name}`); the server log says what is missing", "MISSING_CREDENTIALS")
     username = credential["username"]
     domain = asset.winrm.domain or credential.get("domain") or ""
     if domain and "\\" not in username and "@" not in username:
@@ -70,11 +91,13 @@ def merged_login(asset: Asset, credential: Credential) -> WinrmLogin:
 
 async def plan_connection(asset: Asset, login: WinrmLogin, credential_name: str, hosts: CredentialHosts,
                           ca_file: str, deadline: float, budget: float) -> ConnectionPlan:
-    """The endpoint for `asset`, once its addresses pass the egress policy and `hosts` lets `credential_name` go
-    to every one of them. The hostname is resolved once, here, unless the asset lists addresses; the client
-    connects to these addresses and never resolves the name again (DNS rebinding)."""
+    """The endpoint for `asset`, once its transport suits its authentication (refuse_insecure_transport), its
+    addresses pass the egress policy and `hosts` lets `credential_name` go to every one of them. The hostname is
+    resolved once, here, unless the asset lists addresses; the client connects to these addresses and never
+    resolves the name again (DNS rebinding)."""
     from .winrm_client import WinrmEndpoint
 
+    refuse_insecure_transport(asset, ca_file)
     hostname = asset.effective_hostname
     port = asset.winrm.effective_port
     from_dns = not asset.addresses

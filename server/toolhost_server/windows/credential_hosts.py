@@ -13,7 +13,12 @@ operator's. So a credential goes only to hosts the operator listed for it, as CI
   Matching ignores case and a trailing dot; `*` stands for any characters (at least one) within ONE label, so
   `*.corp.example.com` matches `ws1.corp.example.com` but neither `corp.example.com` nor
   `a.b.corp.example.com`. A hostname that is an IP address matches no glob: list its network instead.
-- A credential with no entry is sent nowhere.
+- A glob names a domain: after its last label with `*` come at least two literal labels, and not a registry's
+  second level under a country code (`co.uk`, `com.au`). `*.com`, `*-*.com`, `*.*.com` and `*.co.uk` would
+  let the credential go to a domain anyone can register, and stop the server at start. Without the Public
+  Suffix List (none is available offline) other public suffixes (`*.github.io`, a cloud provider's) pass: the
+  operator names a domain their organisation controls.
+- A credential with no entry is sent nowhere, and is not even resolved.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _GLOB_LABEL: Final = re.compile(r"[a-z0-9_*-]{1,63}")
 MAX_ENTRIES_PER_CREDENTIAL: Final = 256
+# Literal labels a glob needs after its last label with `*`: a registrable domain has at least two.
+MIN_DOMAIN_LABELS: Final = 2
+# Second-level labels that country-code registries keep for registrations (co.uk, com.au, ac.jp, gov.br): with
+# a two-letter top-level label they are a public suffix, not an organisation's domain.
+_REGISTRY_SECOND_LEVELS: Final = frozenset({"ac", "co", "com", "edu", "gov", "mil", "net", "org"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +59,17 @@ class HostGlob:
         if not all(_GLOB_LABEL.fullmatch(label) for label in labels):
             raise ValueError(f"{text!r} is neither a CIDR network nor a host glob (labels of letters, digits, "
                              "'-', '_' and '*', separated by dots)")
-        if all("*" in label for label in labels):
-            raise ValueError(f"{text!r} matches hosts of any domain; name the domain, as in *.corp.example.com")
         if _looks_like_an_address(glob):
             raise ValueError(f"{text!r} looks like addresses; write a CIDR network such as 10.0.0.0/24")
+        wild = [index for index, label in enumerate(labels) if "*" in label]
+        # An exact hostname (no `*`) names one host, whatever its labels.
+        domain = labels[wild[-1] + 1:] if wild else []
+        if wild and _is_public_suffix(domain):
+            under = f" under {'.'.join(domain)!r}" if domain else ""
+            raise ValueError(
+                f"{text!r} matches hosts of any domain{under}, domains anyone can register; after the last label "
+                "with '*', name your organisation's own domain (at least two labels, not a registry's such as "
+                "co.uk), as in *.corp.example.com or ws-*.example.co.uk")
         regex = r"\.".join("[^.]+".join(re.escape(part) for part in label.split("*")) for label in labels)
         return cls(glob, re.compile(regex))
 
@@ -62,7 +79,17 @@ class HostGlob:
 
 def _looks_like_an_address(glob: str) -> bool:
     # 10.0.0.* or 2001:db8::*: an operator meaning addresses, which a glob never admits.
-    return ":" in glob or all(label == "*" or label.isdigit() for label in glob.split("."))
+    labels = glob.split(".")
+    return ":" in glob or (any(label.isdigit() for label in labels)
+                           and all(label == "*" or label.isdigit() for label in labels))
+
+
+def _is_public_suffix(domain: list[str]) -> bool:
+    """Whether the literal labels after a glob's last `*` label may be a public suffix rather than one
+    organisation's domain."""
+    if len(domain) < MIN_DOMAIN_LABELS:
+        return True
+    return len(domain) == MIN_DOMAIN_LABELS and len(domain[1]) == 2 and domain[0] in _REGISTRY_SECOND_LEVELS
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +143,22 @@ class CredentialHosts:
     def from_setting(cls, value: Sequence[tuple[str, Sequence[str]]]) -> CredentialHosts:
         return cls({name: CredentialRule.parse(entries) for name, entries in value})
 
+    def unlisted_refusal(self, credential: str) -> str:
+        """Why `credential` may be sent to no host at all (the setting has no entry for it), or "". Checked before
+        the credential is resolved: what the server holds under a name the operator did not list stays unread,
+        and the caller learns nothing about it."""
+        if credential in self.rules:
+            return ""
+        return (f"the credential {credential!r} may be sent to no host: {SETTING} has no entry for it. An "
+                f"operator lists the networks (CIDR) or host globs it may go to, for example "
+                f"{SETTING}: {{{credential}: [10.0.0.0/8, '*.corp.example.com']}} in the config file")
+
     def refusal(self, credential: str, hostname: str, addresses: Sequence[str], from_dns: bool) -> str:
         """Why `credential` may not be sent to `hostname` at these addresses (every one must be admitted), or ""
         when it may. The reason says which setting to change."""
         rule = self.rules.get(credential)
         if rule is None:
-            return (f"the credential {credential!r} may be sent to no host: {SETTING} has no entry for it. An "
-                    f"operator lists the networks (CIDR) or host globs it may go to, for example "
-                    f"{SETTING}: {{{credential}: [10.0.0.0/8, '*.corp.example.com']}} in the config file")
+            return self.unlisted_refusal(credential)
         for text in addresses:
             address = ipaddress.ip_address(text.split("%", 1)[0])
             if rule.admits(hostname, address, from_dns):
