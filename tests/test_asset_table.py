@@ -3,7 +3,8 @@
 counted by the database without reading rows and the tag filter by its index; keyset pages that never repeat or
 skip an asset while the inventory changes; names unique regardless of case; updates under a row lock and creates
 under the inventory's lock (races made certain on PostgreSQL); imports all or nothing, also when the database
-refuses the last record; MAX_ASSETS; host lookup and close names; migration 7 -> 8 of an existing database."""
+refuses the last record; MAX_ASSETS; host lookup and close names; migration 7 -> 8 of an existing database.
+search's page and total come from one snapshot, and a first page that is also the last is counted without a scan."""
 
 from __future__ import annotations
 
@@ -163,6 +164,42 @@ def query_plan(store: Store, statement: str, parameters: Any) -> str:
         else:
             cursor.execute("EXPLAIN QUERY PLAN " + statement, parameters)
         return " ".join(str(row) for row in cursor.fetchall())
+
+
+def test_search_reads_its_page_and_total_from_one_snapshot(table: AssetTable):
+    for index in range(3):
+        table.create(Asset(f"ws-{index}", os="Windows"))
+    added: list[Any] = []
+
+    def add_before_the_count(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        if not added and " ".join(statement.split()).startswith("SELECT count(*) AS count_1 FROM assets"):
+            added.append(None)  # first: the create's own count must not create again
+            added[0] = outcome_of(lambda: table.create(Asset("ws-added-meanwhile", os="Windows")))
+
+    event.listen(Engine, "before_cursor_execute", add_before_the_count)
+    try:
+        page = table.search(AssetFilter(os="windows"), "", 2)
+    finally:
+        event.remove(Engine, "before_cursor_execute", add_before_the_count)
+    assert isinstance(added[0], Asset), added
+    assert [asset.name for asset in page.assets] == ["ws-0", "ws-1"] and page.next_after == "ws-1"
+    assert page.total == 3  # as the page saw the inventory, not with the asset added in between
+    assert table.count(AssetFilter(os="windows")) == 4
+
+
+def test_a_first_page_that_is_also_the_last_is_its_own_total_without_a_count(table: AssetTable):
+    for asset in FLEET:
+        table.create(asset)
+    where = AssetFilter(os="windows")
+    counted = [statement for statement, _ in asset_statements(lambda: table.search(where, "", 100).total == 6)
+               if "count(" in statement.lower()]
+    assert counted == []
+    # A page with more after it, or one after the first, needs the count of every match.
+    for after, limit in (("", 2), ("ws-001", 100)):
+        counted = [statement for statement, _ in asset_statements(
+            lambda after=after, limit=limit: table.search(where, after, limit).total == 6)
+            if "count(" in statement.lower()]
+        assert len(counted) == 1, (after, limit)
 
 
 def host(index: int) -> str:
@@ -331,6 +368,17 @@ def test_close_names_suggest_names_and_hostnames_near_an_unknown_host_from_a_bou
     # beyond 3 of them from "fileservr".
     monkeypatch.setattr(table_module, "CLOSE_NAMES_WINDOW", 3)
     assert table.close_names("fileservr") == ["fileserver"]
+
+
+def test_close_names_find_typos_among_many_alike_names_and_beyond_the_characters_compared(table: AssetTable):
+    table.import_all([Asset(f"ws-{index:04d}", hostname=f"ws-{index:04d}.corp.example.com") for index in range(2000)])
+    long_prefix = "datacenter-frankfurt-rack-12-server-blade-chassis-07-node-"
+    table.import_all([Asset(long_prefix + "3"), Asset(long_prefix + "4")])
+    # Only CLOSE_NAMES_COMPARED similarities are computed, but of those that share the most characters.
+    assert table.close_names("ws-1234x")[0] == "ws-1234"
+    assert table.close_names("ws-1243.corp.example.co")[0] == "ws-1243.corp.example.com"
+    # Names alike in the characters compared: those nearest in sorted order come first.
+    assert sorted(table.close_names(long_prefix + "3x")[:2]) == [long_prefix + "3", long_prefix + "4"]
 
 
 # --- races, made certain on PostgreSQL: a test connection holds the lock, the contenders queue behind it --------

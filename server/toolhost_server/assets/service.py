@@ -101,9 +101,9 @@ class AssetInventory:
         _check_filter(where)
         size = page_size_of(page_size)
         after = decode_page_token(page_token, where)
-        assets, next_after = await asyncio.to_thread(self.table.page, where, after, size)
-        total = await asyncio.to_thread(self.table.count, where)
-        return AssetPage(assets, encode_page_token(where, next_after), total)
+        # One snapshot: the total agrees with the page.
+        found = await asyncio.to_thread(self.table.search, where, after, size)
+        return AssetPage(found.assets, encode_page_token(where, found.next_after), found.total)
 
     async def update(self, caller: Caller, name: str, paths: Sequence[str], values: Asset) -> Asset:
         """Give the fields `paths` names (UPDATE_PATHS) their values in `values`; the others stay as stored."""

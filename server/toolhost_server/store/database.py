@@ -19,9 +19,11 @@ from ..batching import BatchOutcomeUnknown, BatchRejected, BatchUnavailable
 from ..config import Config
 from .engine import (
     DATABASE_FILE_NAME,
+    READ_ONLY_OPTION,
     create_store_engine,
     database_errors,
     parse_database_url,
+    read_only_transaction,
     safe_url_text,
     sqlite_file,
     sqlite_file_url,
@@ -69,6 +71,8 @@ class Store:
         store = Store(database_url(config))
         with store.begin() as connection:         # one transaction; StoreError on failure
             connection.execute(select(credentials))
+        with store.read(deadline=time.monotonic() + 5) as connection:   # one that only reads
+            connection.execute(select(credentials))
         store.close()
     """
 
@@ -114,6 +118,20 @@ class Store:
                     f"{exc}; the connection broke while the transaction committed, so whether the database "
                     "stored it is unknown") from None
             raise
+
+    @contextmanager
+    def read(self, deadline: float | None = None) -> Iterator[Connection]:
+        """A connection in a transaction that only reads, for reads a caller chooses (a filter, a page).
+
+        It sees one snapshot and takes no lock that makes writers wait (on SQLite it is deferred, not IMMEDIATE
+        as `begin`'s are); a write in it is an error. Each statement still running at `deadline` (a
+        time.monotonic() value; None: no bound) is stopped and raises StoreUnavailableError.
+        """
+        engine = self._open()
+        with database_errors(self.url), engine.connect() as connection:
+            connection.execution_options(**{READ_ONLY_OPTION: True})
+            with connection.begin(), read_only_transaction(connection, deadline):
+                yield connection
 
     def open(self) -> None:
         """Connect and migrate the schema now rather than at first use; StoreError as `begin` raises it."""

@@ -4,6 +4,7 @@ it is served, and how its blocking table is called from a tool."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -26,6 +27,12 @@ def inventory_of(context: ToolContext) -> AssetTable:
     if table is None:  # the tools are not served then; only a direct run (a test) can get here
         raise RuntimeError(f"{context.tool_name} was run by a server without an asset inventory")
     return table
+
+
+def call_deadline(context: ToolContext) -> float:
+    """When the call's time is up (time.monotonic()), for the table's reads: their statements are stopped then,
+    not left running in their thread after the call has timed out."""
+    return time.monotonic() + context.timeout_seconds
 
 
 async def in_inventory(work: Callable[[], T], context: ToolContext) -> T:

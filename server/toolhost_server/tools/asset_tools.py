@@ -1,7 +1,8 @@
 """The asset inventory's read tools for agents: asset_count and asset_search (seed 004's required tools).
 
-Both filter as AssetFilter does (the database evaluates it) and read the store in a worker thread. Assets hold no
-secret: a profile names its credential, whose values never leave the server's credential sources.
+Both filter as AssetFilter does (the database evaluates it) and read the store in a worker thread, in statements
+that stop when the call's time is up. Assets hold no secret: a profile names its credential, whose values never
+leave the server's credential sources.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, ClassVar, Final
 from ..assets.model import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, MAX_TEXT_CHARS, Asset, AssetFilter
 from ..assets.paging import decode_page_token, encode_page_token
 from ..model import Annotations, Example, Parameter
-from .asset_inventory import in_inventory, inventory_of, unserved_without_inventory
+from .asset_inventory import call_deadline, in_inventory, inventory_of, unserved_without_inventory
 from .base import Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
 
 FILTER_NAMES: Final = ("os", "platform", "site", "tag", "name")
@@ -41,6 +42,9 @@ class _AssetTool(Tool):
     category = "asset"
     tags = ("asset", "inventory")
     annotations = Annotations(read_only=True, idempotent=True)
+    # Each call holds a thread of the server's shared default executor and a store connection while it reads
+    # (a PostgreSQL replica pools 5 + 5): both tools together stay under those, whatever callers send.
+    max_concurrency = 4
 
     @classmethod
     def unserved_because(cls, services: ToolServices) -> str:
@@ -72,7 +76,8 @@ class AssetCount(_AssetTool):
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         table = inventory_of(context)
         filters = _given_filters(arguments)
-        count = await in_inventory(lambda: table.count(AssetFilter(**filters)), context)
+        deadline = call_deadline(context)
+        count = await in_inventory(lambda: table.count(AssetFilter(**filters), deadline=deadline), context)
         return ToolOutput(text=str(count), structured={"count": count, "filters": filters})
 
 
@@ -113,12 +118,10 @@ class AssetSearch(_AssetTool):
         filters = _given_filters(arguments)
         where = AssetFilter(**filters)
         after = decode_page_token(arguments["page_token"], where) if arguments["page_token"] else ""
-
-        def read() -> tuple[list[Asset], str, int]:
-            assets, next_after = table.page(where, after, int(arguments["page_size"]))
-            return assets, next_after, table.count(where)
-
-        assets, next_after, total = await in_inventory(read, context)
+        deadline = call_deadline(context)
+        page = await in_inventory(
+            lambda: table.search(where, after, int(arguments["page_size"]), deadline=deadline), context)
+        assets, next_after, total = page.assets, page.next_after, page.total
         limit = min(type(self).max_output_bytes or context.services.max_output_bytes,
                     context.services.max_output_bytes)
         kept = _fitting(assets, _header(len(assets), total, filters), limit, where)
@@ -130,8 +133,6 @@ class AssetSearch(_AssetTool):
             lines.append(_more(token))
         return ToolOutput(text="\n".join(lines), structured={
             "assets": [asset.summary() for asset in kept], "total": total, "next_page_token": token})
-
-
 
 
 def _given_filters(arguments: Mapping[str, Any]) -> dict[str, str]:
@@ -202,7 +203,5 @@ def _fitting(assets: list[Asset], header: str, limit: int, where: AssetFilter) -
 
 def _size(text: str) -> int:
     return len(text.encode("utf-8"))
-
-
 
 

@@ -29,7 +29,7 @@ from ..windows.directory_listing import (
     remote_error,
 )
 from ..windows.powershell import DEFAULT_PATH, MAX_ENTRIES, MAX_PATH_CHARS, UnusablePathError, list_directory_script
-from .asset_inventory import in_inventory, inventory_of, unserved_without_inventory
+from .asset_inventory import call_deadline, in_inventory, inventory_of, unserved_without_inventory
 from .base import Tool, ToolContext, ToolOutput, ToolRaisedFailure, ToolServices
 from .net import HOST_MAX_LENGTH
 
@@ -178,7 +178,8 @@ async def _find_asset(host: str, context: ToolContext) -> Asset:
     """The asset named `host`, else the one whose hostname it is, ignoring case; ASSET_NOT_FOUND (with close
     names) or AMBIGUOUS_HOST."""
     table = inventory_of(context)
-    found = await in_inventory(lambda: table.find_host(host), context)
+    deadline = call_deadline(context)
+    found = await in_inventory(lambda: table.find_host(host, deadline=deadline), context)
     if len(found) == 1:
         return found[0]
     if found:
@@ -186,7 +187,7 @@ async def _find_asset(host: str, context: ToolContext) -> Asset:
         raise ToolRaisedFailure(
             f"{host!r} is the hostname of several assets ({names}); call again with one of those names",
             "AMBIGUOUS_HOST")
-    close = await in_inventory(lambda: table.close_names(host), context)
+    close = await in_inventory(lambda: table.close_names(host, deadline=deadline), context)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     raise ToolRaisedFailure(
         f"no asset is named {host!r} or has it as hostname{hint} (asset_search lists the inventory)",
