@@ -37,7 +37,14 @@ def to_struct(mapping: Mapping[str, Any]) -> struct_pb2.Struct:
 
 def to_value(value: Any) -> struct_pb2.Value:
     message = struct_pb2.Value()
-    json_format.ParseDict(value, message)
+    # Struct.update and ListValue.extend convert in the protobuf runtime's C code, 2.7x faster than ParseDict's
+    # Python walk for a page of 100 assets (bench/findings/assets.md), with the same values and errors.
+    if isinstance(value, dict):
+        message.struct_value.update(value)
+    elif isinstance(value, list):
+        message.list_value.extend(value)
+    else:
+        json_format.ParseDict(value, message)
     return message
 
 

@@ -124,15 +124,18 @@ class AssetSearch(_AssetTool):
         assets, next_after, total = page.assets, page.next_after, page.total
         limit = min(type(self).max_output_bytes or context.services.max_output_bytes,
                     context.services.max_output_bytes)
-        kept = _fitting(assets, _header(len(assets), total, filters), limit, where)
-        if len(kept) < len(assets):
-            next_after = kept[-1].name.lower()
+        # Each asset's line and summary are made once: both for sizing the page and for the output.
+        lines = [_line(asset) for asset in assets]
+        summaries = [asset.summary() for asset in assets]
+        kept = _fitting(assets, lines, summaries, _header(len(assets), total, filters), limit, where)
+        if kept < len(assets):
+            next_after = assets[kept - 1].name.lower()
         token = encode_page_token(where, next_after)
-        lines = [_header(len(kept), total, filters), *(_line(asset) for asset in kept)]
+        text = [_header(kept, total, filters), *lines[:kept]]
         if token:
-            lines.append(_more(token))
-        return ToolOutput(text="\n".join(lines), structured={
-            "assets": [asset.summary() for asset in kept], "total": total, "next_page_token": token})
+            text.append(_more(token))
+        return ToolOutput(text="\n".join(text), structured={
+            "assets": summaries[:kept], "total": total, "next_page_token": token})
 
 
 def _given_filters(arguments: Mapping[str, Any]) -> dict[str, str]:
@@ -176,11 +179,13 @@ def _quoted(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _fitting(assets: list[Asset], header: str, limit: int, where: AssetFilter) -> list[Asset]:
-    """The first `assets` whose text and structured output both stay within `limit` bytes, as the server measures
-    them (UTF-8; the structured output as json.dumps writes it); with room for a next page token."""
+def _fitting(assets: list[Asset], lines: list[str], summaries: list[dict[str, object]], header: str, limit: int,
+             where: AssetFilter) -> int:
+    """How many of the first `assets` (with their text `lines` and structured `summaries`) keep both outputs within
+    `limit` bytes, as the server measures them (UTF-8; the structured output as json.dumps writes it), with room
+    for a next page token."""
     if not assets:
-        return assets
+        return 0
     longest_token = encode_page_token(where, _LONGEST_NAME)
     # The header only shrinks as the shown count does, and the total does not change: the first page's is an upper
     # bound.
@@ -188,9 +193,9 @@ def _fitting(assets: list[Asset], header: str, limit: int, where: AssetFilter) -
     structured_used = _size(json.dumps(
         {"assets": [], "total": 2**63, "next_page_token": longest_token}, ensure_ascii=False))
     kept = 0
-    for asset in assets:
-        text_used += _size(_line(asset)) + 1
-        structured_used += _size(json.dumps(asset.summary(), ensure_ascii=False)) + len(", ")
+    for line, summary in zip(lines, summaries, strict=True):
+        text_used += _size(line) + 1
+        structured_used += _size(json.dumps(summary, ensure_ascii=False)) + len(", ")
         if text_used > limit or structured_used > limit:
             break
         kept += 1
@@ -198,7 +203,7 @@ def _fitting(assets: list[Asset], header: str, limit: int, where: AssetFilter) -
         raise ToolRaisedFailure(
             f"asset {assets[0].name!r} alone is larger than this server's max_output_bytes ({limit}); ask the "
             "operator to raise max_output_bytes", "OUTPUT_TOO_LARGE")
-    return assets[:kept]
+    return kept
 
 
 def _size(text: str) -> int:
