@@ -32,6 +32,7 @@ from .validation import LIST_SEPARATOR, shown, validate_asset
 from .yaml_nodes import YAML_TAG, DocumentError, Node, read_document
 
 ImportFormat = Literal["yaml", "csv"]
+IMPORT_FORMATS: Final[tuple[ImportFormat, ...]] = ("yaml", "csv")
 
 CSV_COLUMNS: Final = ("name", "hostname", "addresses", "os", "platform", "site", "tags", "winrm_port", "winrm_ssl",
                       "winrm_domain", "winrm_credential", "winrm_authentication")

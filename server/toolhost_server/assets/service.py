@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Final, Literal
+from typing import Final
 
 from opentelemetry import trace
 
@@ -31,7 +31,7 @@ from ..pipeline import new_call_id
 from ..request_checks import is_printable
 from ..store.errors import StoreCommitUnknownError, StoreError
 from ..telemetry import trace_id_of
-from .importing import parse_assets
+from .importing import IMPORT_FORMATS, parse_assets
 from .model import (
     MAX_TEXT_CHARS,
     MUTABLE_FIELDS,
@@ -45,9 +45,6 @@ from .paging import decode_page_token, encode_page_token, page_size_of
 from .problems import import_violations, refusal
 from .table import AssetTable
 from .validation import validate_asset
-
-ImportFormat = Literal["yaml", "csv"]
-IMPORT_FORMATS: Final[tuple[ImportFormat, ...]] = ("yaml", "csv")
 
 # The paths UpdateAsset's mask may name: a whole field, or one field of the WinRM profile.
 UPDATE_PATHS: Final = (*MUTABLE_FIELDS, *(f"winrm.{field}" for field in WINRM_FIELDS))
