@@ -416,8 +416,9 @@ def test_a_bad_winrm_credential_hosts_entry_stops_the_server(value, why):
 
 
 def test_host_globs_that_name_an_organisations_domain_are_accepted():
-    value = "winrm=*.corp.example.com,ws-*.example.co.uk,*.corp.de,a.*.example.com,localhost,winhost.test"
-    assert len(load_config(environ={"TOOLHOST_WINRM_CREDENTIAL_HOSTS": value}).winrm_credential_hosts[0][1]) == 6
+    value = ("winrm=*.corp.example.com,ws-*.example.co.uk,*.corp.de,a.*.example.com,localhost,winhost.test,"
+             "*.ours.github.io")
+    assert len(load_config(environ={"TOOLHOST_WINRM_CREDENTIAL_HOSTS": value}).winrm_credential_hosts[0][1]) == 7
 
 
 def test_winrm_ca_file_must_exist(tmp_path):

@@ -333,9 +333,11 @@ def test_each_credential_has_its_own_list():
     assert "no entry" in both.refusal("other", "dc1.dc.example.com", ["10.1.1.1"], True)
 
 
-@pytest.mark.parametrize("glob", ["*.com", "*-*.com", "*.*.com", "ws*", "*.co.uk", "*.com.au"])
+@pytest.mark.parametrize("glob", ["*.com", "*-*.com", "*.*.com", "ws*", "*.co.uk", "*.com.au", "*.ne.jp", "*.me.uk",
+                                  "*.uk.com", "*.gob.mx", "*.github.io", "*.duckdns.org", "x-*.github.io"])
 def test_a_host_glob_over_a_public_suffix_stops_the_server(glob):
-    # '*.com' would send the credential to any .com host whose DNS the attacker controls (review finding 8).
+    # '*.com' would send the credential to any .com host whose DNS the attacker controls (review finding 8); the
+    # Public Suffix List's private section too: anyone gets a github.io or duckdns.org name (second review, A).
     with pytest.raises(ConfigError, match="name your organisation's own domain"):
         load_config(environ={"TOOLHOST_WINRM_CREDENTIAL_HOSTS": f"winrm=10.0.0.0/8,{glob}"})
 

@@ -13,21 +13,23 @@ operator's. So a credential goes only to hosts the operator listed for it, as CI
   Matching ignores case and a trailing dot; `*` stands for any characters (at least one) within ONE label, so
   `*.corp.example.com` matches `ws1.corp.example.com` but neither `corp.example.com` nor
   `a.b.corp.example.com`. A hostname that is an IP address matches no glob: list its network instead.
-- A glob names a domain: after its last label with `*` come at least two literal labels, and not a registry's
-  second level under a country code (`co.uk`, `com.au`). `*.com`, `*-*.com`, `*.*.com` and `*.co.uk` would
-  let the credential go to a domain anyone can register, and stop the server at start. Without the Public
-  Suffix List (none is available offline) other public suffixes (`*.github.io`, a cloud provider's) pass: the
-  operator names a domain their organisation controls.
+- A glob names a domain: what follows its last label with `*` is not a public suffix (the Public Suffix List's
+  ICANN and private sections, bundled with the publicsuffixlist package): `*.com`, `*-*.com`, `*.*.com`,
+  `*.co.uk`, `*.github.io` or `*.duckdns.org` would let the credential go to a domain anyone can register, and
+  stop the server at start. `*.corp.example.com` and `ws-*.example.co.uk` name an organisation's domain.
 - A credential with no entry is sent nowhere, and is not even resolved.
 """
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
+
+from publicsuffixlist import PublicSuffixList
 
 from ..credentials.names import is_credential_name
 
@@ -38,11 +40,6 @@ Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _GLOB_LABEL: Final = re.compile(r"[a-z0-9_*-]{1,63}")
 MAX_ENTRIES_PER_CREDENTIAL: Final = 256
-# Literal labels a glob needs after its last label with `*`: a registrable domain has at least two.
-MIN_DOMAIN_LABELS: Final = 2
-# Second-level labels that country-code registries keep for registrations (co.uk, com.au, ac.jp, gov.br): with
-# a two-letter top-level label they are a public suffix, not an organisation's domain.
-_REGISTRY_SECOND_LEVELS: Final = frozenset({"ac", "co", "com", "edu", "gov", "mil", "net", "org"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +64,9 @@ class HostGlob:
         if wild and _is_public_suffix(domain):
             under = f" under {'.'.join(domain)!r}" if domain else ""
             raise ValueError(
-                f"{text!r} matches hosts of any domain{under}, domains anyone can register; after the last label "
-                "with '*', name your organisation's own domain (at least two labels, not a registry's such as "
-                "co.uk), as in *.corp.example.com or ws-*.example.co.uk")
+                f"{text!r} matches hosts of any domain{under}, domains anyone can register (a public suffix); "
+                "after the last label with '*', name your organisation's own domain, as in *.corp.example.com or "
+                "ws-*.example.co.uk")
         regex = r"\.".join("[^.]+".join(re.escape(part) for part in label.split("*")) for label in labels)
         return cls(glob, re.compile(regex))
 
@@ -85,11 +82,15 @@ def _looks_like_an_address(glob: str) -> bool:
 
 
 def _is_public_suffix(domain: list[str]) -> bool:
-    """Whether the literal labels after a glob's last `*` label may be a public suffix rather than one
-    organisation's domain."""
-    if len(domain) < MIN_DOMAIN_LABELS:
-        return True
-    return len(domain) == MIN_DOMAIN_LABELS and len(domain[1]) == 2 and domain[0] in _REGISTRY_SECOND_LEVELS
+    """Whether the literal labels after a glob's last `*` label are a public suffix (or nothing) rather than
+    one organisation's domain. A single label is one under the list's default rule."""
+    return not domain or _public_suffixes().is_public(".".join(domain))
+
+
+@functools.cache
+def _public_suffixes() -> PublicSuffixList:
+    # Parsing the bundled list takes about 0.1 s: done once, and only by a server whose setting has a glob.
+    return PublicSuffixList()
 
 
 @dataclass(frozen=True, slots=True)
