@@ -44,7 +44,7 @@ class _AssetTool(Tool):
     annotations = Annotations(read_only=True, idempotent=True)
     # Each call holds a thread of the server's shared default executor and a store connection while it reads
     # (a PostgreSQL replica pools 5 + 5). The limit is per tool: the two together hold at most 8, and callers
-    # past a pool's size wait for a connection (latency, bounded by the call's deadline), not fail.
+    # past a pool's size wait for a connection (the pool's timeout), which adds latency.
     max_concurrency = 4
 
     @classmethod
