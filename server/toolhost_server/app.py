@@ -131,7 +131,7 @@ class Toolhost:
         # The tool conflicts table, and the map of the tools equivalent to CLI providers' own (read at start).
         self.conflicts = _tool_conflicts(config, self.audit)
         # What AssetService (and any later surface) asks of the inventory: rights, values, audit.
-        self.assets = _asset_inventory(self.asset_table, self.audit)
+        self.assets = _asset_inventory(self.asset_table, self.audit, config.max_call_seconds)
         # EntrypointSettingError when python_entrypoint_modules lists the standard library: no start.
         self.loader = ToolLoader(config.effective_catalog_dirs(), config.required_tools, self.runner_settings,
                                  EntrypointPolicy.from_setting(config.python_entrypoint_modules))
@@ -327,10 +327,10 @@ def _asset_table(todos: TodoTable) -> AssetTable:
     return AssetTable(todos.store)
 
 
-def _asset_inventory(table: AssetTable, audit: AuditTrail) -> AssetInventory:
+def _asset_inventory(table: AssetTable, audit: AuditTrail, read_seconds: float) -> AssetInventory:
     from .assets.service import AssetInventory
 
-    return AssetInventory(table, audit)
+    return AssetInventory(table, audit, read_seconds)
 
 
 def _memory_table(todos: TodoTable) -> MemoryTable:

@@ -24,6 +24,7 @@ import psycopg
 import pytest
 from sqlalchemy import URL, Engine, event
 
+from toolhost.v1 import asset_service_pb2, asset_service_pb2_grpc
 from toolhost_server.assets.model import Asset
 from toolhost_server.assets.table import AssetTable
 from toolhost_server.store.database import Store
@@ -226,6 +227,27 @@ async def test_no_statement_of_an_asset_tool_outlives_its_call(start_server, pos
                     "the statement of the timed-out call stopped, while the lock is still held")
         holder.rollback()
     assert (await asset_tool(server, "asset_count"))[0] == "1"
+
+
+@pytest.mark.parametrize("rpc", ["GetAsset", "ListAssets"])
+async def test_no_statement_of_an_asset_service_read_outlives_max_call_seconds(start_server, postgres_url: URL,
+                                                                                tmp_path: Path, rpc: str):
+    # The reads of AssetService are bounded as the tools' are (second review, D): a statement waiting behind the
+    # test's lock stops at max_call_seconds, the RPC answers UNAVAILABLE, and nothing waits on after it.
+    server = await start_server(**store_settings(postgres_url, tmp_path), max_call_seconds=1.0)
+    await add_assets(server, Asset("ws-1", os="Windows"))
+    stub = asset_service_pb2_grpc.AssetServiceStub(server.channel)
+    request = asset_service_pb2.GetAssetRequest(name="ws-1") if rpc == "GetAsset" else \
+        asset_service_pb2.ListAssetsRequest()
+    with psycopg.connect(libpq_dsn(postgres_url)) as holder:
+        holder.execute("LOCK TABLE assets IN ACCESS EXCLUSIVE MODE")
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await getattr(stub, rpc)(request)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value
+        await until(lambda: store_connections_waiting_on_locks(postgres_url) == 0,
+                    "the statement of the refused read stopped, while the lock is still held")
+        holder.rollback()
+    assert (await stub.GetAsset(asset_service_pb2.GetAssetRequest(name="ws-1"))).asset.name == "ws-1"
 
 
 async def test_at_most_max_concurrency_calls_of_an_asset_tool_read_at_once(start_server, postgres_url: URL,

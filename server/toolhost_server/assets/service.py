@@ -76,9 +76,14 @@ class AssetInventory:
     ResourceNotFoundError and FailedPreconditionError; StoreError when the database cannot be used.
     """
 
-    def __init__(self, table: AssetTable, audit: AuditTrail) -> None:
+    def __init__(self, table: AssetTable, audit: AuditTrail, read_seconds: float) -> None:
         self.table = table
         self._audit = audit
+        # The longest a read (GetAsset, ListAssets) may run, as a tool call's: its statements stop then.
+        self._read_seconds = read_seconds
+
+    def _read_deadline(self) -> float:
+        return time.monotonic() + self._read_seconds
 
     async def create(self, caller: Caller, asset: Asset) -> Asset:
         """Store a new asset; its times are the server's."""
@@ -90,7 +95,7 @@ class AssetInventory:
     async def get(self, caller: Caller, name: str) -> Asset:
         require_right(caller, Right.MANAGE_ASSETS, "GetAsset")
         _check_name(name, "name")
-        return await asyncio.to_thread(self.table.get, name)
+        return await asyncio.to_thread(self.table.get, name, deadline=self._read_deadline())
 
     async def list(self, caller: Caller, where: AssetFilter, page_size: int, page_token: str) -> AssetPage:
         """One page of the assets `where` matches, sorted by name regardless of case."""
@@ -99,7 +104,7 @@ class AssetInventory:
         size = page_size_of(page_size)
         after = decode_page_token(page_token, where)
         # One snapshot: the total agrees with the page.
-        found = await asyncio.to_thread(self.table.search, where, after, size)
+        found = await asyncio.to_thread(self.table.search, where, after, size, deadline=self._read_deadline())
         return AssetPage(found.assets, encode_page_token(where, found.next_after), found.total)
 
     async def update(self, caller: Caller, name: str, paths: Sequence[str], values: Asset) -> Asset:
