@@ -204,3 +204,14 @@ def test_a_config_built_by_a_program_says_so_for_what_it_changed():
     sources = ConfigSources.of_program(Config(log_level="DEBUG", databases=(("a", "sqlite:///a.db"),)))
     assert sources.of("log_level") == "program" and sources.of("databases.a") == "program"
     assert sources.of("grpc_address") == "default"
+
+
+def test_an_empty_http_address_turns_the_http_listener_off_from_any_source(tmp_path):
+    # As its help text says: an empty variable is a value here, not "unset" (it was ignored, and the default
+    # listener on 8010 kept serving).
+    assert load_config({}, {}).http_address == "127.0.0.1:8010"
+    assert load_config({}, {"TOOLHOST_HTTP_ADDRESS": ""}).http_address == ""
+    assert load_config({"http_address": ""}, {}).http_address == ""
+    config_file = tmp_path / "toolhost.yaml"
+    config_file.write_text("http_address: ''\n")
+    assert load_config({}, {}, str(config_file)).http_address == ""

@@ -410,7 +410,7 @@ def _log_level(value: Any) -> str:
 SETTINGS: tuple[Setting, ...] = (
     Setting("grpc_address", "TCP address of the gRPC server (host:port)", _address),
     Setting("http_address", "HTTP address of /metrics, /healthz and /readyz (host:port; empty: no HTTP listener)",
-            _optional_address),
+            _optional_address, empty_is_a_value=True),
     Setting("unix_socket", "also listen on this unix socket path", str),
     Setting("catalog_dirs", "catalog directory (repeatable; colon-separated in the environment); the bundled "
             "example catalog is used when none is given", _list(":")),
