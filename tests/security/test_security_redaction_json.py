@@ -59,6 +59,26 @@ def test_a_marker_or_a_repeated_key_shields_no_later_secret(redactor: Redactor, 
     assert not any(digit in redacted for digit in "567"), redacted
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    ("{'token': 5}", f"{{'token': {REDACTED}}}"),              # a Python repr
+    ("{token: 5}", f"{{token: {REDACTED}}}"),                  # a YAML flow map
+    ("[{token: true}, {password: null}]", f"[{{token: {REDACTED}}}, {{password: {REDACTED}}}]"),
+    ("{'api_key': -1.5e3, 'b': 2}", f"{{'api_key': {REDACTED}, 'b': 2}}"),
+])
+def test_a_literal_under_another_key_form_keeps_the_brackets_after_it(redactor: Redactor, text: str,
+                                                                      expected: str) -> None:
+    # Only the literal is replaced (no JSON string: the key is not a double-quoted JSON key), so that the mapping
+    # still closes; it lost its closing bracket before.
+    assert redactor.redact_text(text).value == expected
+
+
+@pytest.mark.parametrize("text", [f"{{'token': 42{SECRET}}}", f"{{token: 42{SECRET}}}", f"{{token: 42}}{SECRET}"])
+def test_a_value_under_another_key_form_that_only_starts_like_a_literal_is_hidden_whole(redactor: Redactor,
+                                                                                        text: str) -> None:
+    redacted = redactor.redact_text(text).value
+    assert SECRET not in redacted and "42" not in redacted.replace(REDACTED, ""), redacted
+
+
 def test_a_quote_that_does_not_open_the_key_gives_no_json_string(redactor: Redactor) -> None:
     # `x"token": 5` reads as a key to a person, not to the rule: the quote before the name must be the key's own.
     assert redactor.redact_text('x token": 5,').value == f'x token": {REDACTED},'

@@ -8,6 +8,7 @@ The forms of config files, command lines, query strings, headers, JSON and PHP/R
     {"client_secret": "s3"}         -> {"client_secret": "[REDACTED]"}
     {\\"token\\": \\"s3\\"}             -> {\\"token\\": \\"[REDACTED]\\"}   (JSON inside a JSON string)
     {"metrics_token": 7}            -> {"metrics_token": "[REDACTED]"}   (a JSON literal: still JSON)
+    {'token': 5}, {token: 5}        -> {'token': [REDACTED]}, {token: [REDACTED]}   (the bracket stays)
     {\\"pin_token\\": null}           -> {\\"pin_token\\": \\"[REDACTED]\\"}
     'auth_key' => 'abc'             -> 'auth_key' => '[REDACTED]'
     ?access_token=abc&page=2        -> ?access_token=[REDACTED]&page=2
@@ -16,7 +17,8 @@ The forms of config files, command lines, query strings, headers, JSON and PHP/R
 
 An unquoted value ends at whitespace or `"',;&<>`; a quoted one at its closing quote or the end of the
 line (a value cut off by truncation is still hidden). Under a double-quoted JSON key, a number, true, false
-or null becomes a JSON string, where a bare [REDACTED] would leave text that no longer parses.
+or null becomes a JSON string, where a bare [REDACTED] would leave text that no longer parses; under any other
+key such a literal is replaced alone, so that the brackets after it (`{'token': 5}`) stay.
 """
 
 from __future__ import annotations
@@ -82,12 +84,17 @@ class AssignmentSanitizer(Sanitizer):
         if match is None:
             return end
         quote = match.group("quote")
-        if match.group("bare") and not match.group("scheme") and quote in ('"', '\\"') \
-                and match.group("separator") == ":" and text.startswith(quote, start - len(quote)):
-            literal = _JSON_LITERAL.fullmatch(text, *match.span("bare"))
-            if literal is not None:
+        literal = _JSON_LITERAL.fullmatch(text, *match.span("bare")) \
+            if match.group("bare") and not match.group("scheme") else None
+        if literal is not None:
+            if quote in ('"', '\\"') and match.group("separator") == ":" \
+                    and text.startswith(quote, start - len(quote)):
                 spans.append(ReplacedSpan(*literal.span(1), f"{quote}{REDACTED}{quote}"))
-                return match.end()
+            else:
+                # A Python repr or a YAML flow map ({'token': 5}, {token: 5}): the literal alone, so that the
+                # brackets closing the mapping stay.
+                spans.append(literal.span(1))
+            return match.end()
         for group in _VALUE_GROUPS:
             if match.group(group):
                 spans.append(match.span(group))
