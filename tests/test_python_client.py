@@ -176,6 +176,17 @@ async def test_integers_travel_exactly_and_structured_output_comes_back_as_pytho
     assert isinstance(parsed.structured_output["a"][0], int)
 
 
+@pytest.mark.parametrize(("text", "kind"), [("{}", "struct_value"), ("[]", "list_value"), ("false", "bool_value"),
+                                             ("0", "number_value")])
+async def test_an_empty_or_falsy_structured_output_is_sent_as_that_value(server, text: str, kind: str):
+    # An empty {} or [] once went out as a Value with no kind at all, which the TypeScript client refuses.
+    async with toolhost.AsyncClient(server.target) as client:
+        parsed = await client.call_tool("parse_json", s=text)
+    assert parsed.raw.HasField("structured_output")
+    assert parsed.raw.structured_output.WhichOneof("kind") == kind
+    assert parsed.structured_output == json.loads(text)
+
+
 async def test_output_format_and_filter_empty_fields_shape_the_result_of_both_clients(server):
     text = '{"a": [1, 2.5, "x"], "b": null, "c": {"d": true, "e": ""}}'
     with toolhost.Client(server.target, timeout=HANG_GUARD_SECONDS) as client:

@@ -41,9 +41,12 @@ def to_value(value: Any) -> struct_pb2.Value:
     # Python walk for a page of 100 assets (bench/findings/assets.md), with the same values. Unlike ParseDict they
     # set no nesting limit: a structured output comes from a Python tool (depth checked: 32) or a remote
     # toolhost's message (decoded under protobuf's recursion limit), both bounded before they get here.
+    # SetInParent first: an empty {} or [] would otherwise leave the Value with no kind set at all.
     if isinstance(value, dict):
+        message.struct_value.SetInParent()
         message.struct_value.update(value)
     elif isinstance(value, list):
+        message.list_value.SetInParent()
         message.list_value.extend(value)
     else:
         json_format.ParseDict(value, message)
