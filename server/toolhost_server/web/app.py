@@ -7,7 +7,7 @@ nothing but whether the server is up.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from starlette.applications import Starlette
@@ -25,16 +25,17 @@ _RIGHT_ATTRIBUTE = "required_right"
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
 
-def _requires(right: Right, endpoint: Endpoint) -> Endpoint:
+def requires(right: Right, endpoint: Endpoint) -> Endpoint:
     """Declare on the endpoint the right it checks, where route_inspector reads it (http_routes)."""
     setattr(endpoint, _RIGHT_ATTRIBUTE, right)
     return endpoint
 
 
 def create_http_app(metrics: ToolhostMetrics, ready: Callable[[], bool],
-                    metrics_token: MetricsToken | None = None) -> Starlette:
+                    metrics_token: MetricsToken | None = None, routes: Sequence[BaseRoute] = ()) -> Starlette:
     """`ready` says whether the server takes calls: false while it starts and once it drains. With
-    `metrics_token`, /metrics needs that bearer token."""
+    `metrics_token`, /metrics needs that bearer token. `routes` are the other surfaces served beside them (/mcp),
+    each endpoint declaring its right with `requires`."""
 
     async def serve_metrics(request: Request) -> Response:
         if metrics_token is not None:
@@ -59,9 +60,10 @@ def create_http_app(metrics: ToolhostMetrics, ready: Callable[[], bool],
 
     metrics_right = Right.NONE if metrics_token is None else Right.METRICS_TOKEN
     return Starlette(routes=[
-        Route("/metrics", _requires(metrics_right, serve_metrics), methods=["GET"]),
-        Route("/healthz", _requires(Right.NONE, live), methods=["GET"]),
-        Route("/readyz", _requires(Right.NONE, readiness), methods=["GET"]),
+        Route("/metrics", requires(metrics_right, serve_metrics), methods=["GET"]),
+        Route("/healthz", requires(Right.NONE, live), methods=["GET"]),
+        Route("/readyz", requires(Right.NONE, readiness), methods=["GET"]),
+        *routes,
     ])
 
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Callable, Iterator
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute
 
 from ..config import Config
 from ..introspection.surface import ServingSurface
@@ -30,11 +31,16 @@ class _EmbeddedServer(uvicorn.Server):
 
 class HttpServer:
     """Binds `address` ("host:port"; port 0 picks one) at `start()`, which returns the bound port; serves
-    HTTPS with `tls`. With `surface`, records there the app's routes now and the bound address at start."""
+    HTTPS with `tls`. With `surface`, records there the app's routes now and the bound address at start.
+    `services` are what the app's routes need running while it serves (the MCP endpoint's task group): entered
+    at start, before the first request, and left at stop, after the last."""
 
     def __init__(self, app: Starlette, address: str, tls: ReloadingServerContext | None = None,
-                 metrics_token: bool = False, surface: ServingSurface | None = None) -> None:
+                 metrics_token: bool = False, surface: ServingSurface | None = None,
+                 services: Sequence[AbstractAsyncContextManager[object]] = ()) -> None:
         self._app = app
+        self._services = tuple(services)
+        self._running_services = AsyncExitStack()
         self._address = address
         self.tls = tls
         self._metrics_token = metrics_token
@@ -82,6 +88,8 @@ class HttpServer:
         # to the newest certificate (web.tls).
         config.ssl = self.tls.context if self.tls is not None else None
         self._server = _EmbeddedServer(config)
+        for service in self._services:
+            await self._running_services.enter_async_context(service)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="http-server")
         return self.port
 
@@ -91,13 +99,17 @@ class HttpServer:
         self._server.should_exit = True
         with suppress(asyncio.CancelledError):
             await self._task
+        await self._running_services.aclose()
 
 
 def create_http_server(config: Config, metrics: ToolhostMetrics, ready: Callable[[], bool],
-                       surface: ServingSurface | None = None) -> HttpServer:
+                       surface: ServingSurface | None = None, routes: Sequence[BaseRoute] = (),
+                       services: Sequence[AbstractAsyncContextManager[object]] = ()) -> HttpServer:
     """The HTTP listener of `config.http_address`: TLS when the server has a certificate (client certificates
-    required with tls_client_ca_file), /metrics behind metrics_token_file when set; recorded on `surface` when
-    given. OSError naming the setting when a file cannot be used."""
+    required with tls_client_ca_file), /metrics behind metrics_token_file when set, `routes` beside them with
+    the `services` they need; recorded on `surface` when given. OSError naming the setting when a file cannot
+    be used."""
     token = load_metrics_token(config.metrics_token_file)
-    return HttpServer(create_http_app(metrics, ready, token), config.http_address, http_server_context(config),
-                      metrics_token=token is not None, surface=surface)
+    return HttpServer(create_http_app(metrics, ready, token, routes), config.http_address,
+                      http_server_context(config), metrics_token=token is not None, surface=surface,
+                      services=services)
