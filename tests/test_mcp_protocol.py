@@ -1,0 +1,167 @@
+"""What tools/list and tools/call say over MCP, whatever the transport: the SDK's own client, connected in memory to
+the one Server both transports serve (mcp/protocol_server.py), answered by a real server's registry and pipeline.
+
+The transports have their own tests (test_mcp_http.py, test_mcp_stdio.py); these pin the mapping of toolhost's
+tools and results to MCP's types in both protocol eras: the handshake era (2025-11-25, what most hosts speak)
+and the sessionless one (2026-07-28).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.client import Client
+from mcp.shared.exceptions import MCPError
+
+from toolhost_server.auth import ANONYMOUS
+from toolhost_server.mcp.local_backend import PAGE_SIZE, LocalBackend
+from toolhost_server.mcp.protocol_server import WRAPPED_RESULT_KEY, build_mcp_server
+
+from helpers.catalogs import write_tool
+
+ERAS = ["legacy", "auto"]  # the SDK client's modes: 2025-11-25 by initialize; 2026-07-28 by discovery
+
+
+def numbers(count: int) -> list[int]:
+    """A structured output that is a JSON array, not an object."""
+    return list(range(count))
+
+
+def record(name: str) -> dict[str, Any]:
+    return {"name": name, "length": len(name)}
+
+
+def silent_record() -> Any:
+    from toolhost_server.tools.base import ToolOutput
+    return ToolOutput(text="", structured={"quiet": True})
+
+
+NUMBERS_TOOL = """
+name: numbers
+display_name: Number List
+description: The numbers below count.
+runner: {type: python, entrypoint: "test_mcp_protocol:numbers"}
+output_schema: {type: array, items: {type: integer}}
+annotations: {read_only: true, idempotent: true}
+parameters: [{name: count, type: integer, required: true, minimum: 0}]
+"""
+
+RECORD_TOOL = """
+name: record
+description: A record about a name.
+runner: {type: python, entrypoint: "test_mcp_protocol:record"}
+output_schema:
+  type: object
+  properties: {name: {type: string}, length: {type: integer}}
+annotations: {destructive: true, open_world: true}
+parameters: [{name: name, type: string, required: true}]
+"""
+
+SILENT_TOOL = """
+name: silent
+description: Structured output and no text.
+runner: {type: python, entrypoint: "test_mcp_protocol:silent_record"}
+"""
+
+
+@pytest.fixture
+async def served(start_server, tmp_path):
+    write_tool(tmp_path, "numbers", NUMBERS_TOOL)
+    write_tool(tmp_path, "record", RECORD_TOOL)
+    write_tool(tmp_path, "silent", SILENT_TOOL)
+    for index in range(PAGE_SIZE + 5):
+        write_tool(tmp_path, f"gen_{index:03d}", f"name: gen_{index:03d}\ndescription: Generated.\n"
+                   "runner: {type: python, entrypoint: 'test_mcp_protocol:numbers'}\n"
+                   "parameters: [{name: count, type: integer, required: true}]\n")
+    server = await start_server(catalog_dirs=[tmp_path])
+    return build_mcp_server(lambda ctx: LocalBackend(server.toolhost, ANONYMOUS), version="test")
+
+
+async def every_tool(client: Client) -> tuple[dict[str, types.Tool], int]:
+    """Every tool by name, following the cursors, and how many pages that took."""
+    tools: dict[str, types.Tool] = {}
+    cursor = None
+    pages = 0
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        pages += 1
+        tools.update((tool.name, tool) for tool in page.tools)
+        if not page.next_cursor:
+            return tools, pages
+        cursor = page.next_cursor
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_tools_list_pages_through_every_tool_with_title_and_all_four_hints(served, mode):
+    async with Client(served, mode=mode) as client:
+        tools, pages = await every_tool(client)
+    assert pages == 2
+    assert {f"gen_{i:03d}" for i in range(PAGE_SIZE + 5)} <= tools.keys()
+    numbers_tool = tools["numbers"]
+    assert numbers_tool.title == "Number List"
+    assert numbers_tool.input_schema["required"] == ["count"]
+    hints = numbers_tool.annotations
+    assert hints is not None
+    # Every hint is sent, false ones too: an absent destructive or open-world hint means true in MCP.
+    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint) == (
+        True, False, True, False)
+    wire = numbers_tool.model_dump(by_alias=True, exclude_none=True)["annotations"]
+    assert set(wire) >= {"readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"}
+    record_hints = tools["record"].annotations
+    assert record_hints is not None
+    assert (record_hints.destructive_hint, record_hints.open_world_hint, record_hints.read_only_hint) == (
+        True, True, False)
+    assert tools["record"].output_schema == {"type": "object",
+                                             "properties": {"name": {"type": "string"},
+                                                            "length": {"type": "integer"}}}
+
+
+async def test_an_output_schema_that_is_not_an_object_is_only_offered_to_the_sessionless_era(served):
+    async with Client(served, mode="legacy") as client:
+        legacy, _ = await every_tool(client)
+    async with Client(served) as client:
+        modern, _ = await every_tool(client)
+    assert legacy["numbers"].output_schema is None
+    assert modern["numbers"].output_schema == {"type": "array", "items": {"type": "integer"}}
+
+
+async def test_a_structured_array_is_wrapped_for_the_handshake_era_and_sent_as_is_after(served):
+    async with Client(served, mode="legacy") as client:
+        legacy = await client.call_tool("numbers", {"count": 3})
+    async with Client(served) as client:
+        modern = await client.call_tool("numbers", {"count": 3})
+    assert legacy.structured_content == {WRAPPED_RESULT_KEY: [0, 1, 2]}
+    assert modern.structured_content == [0, 1, 2]
+    for result in (legacy, modern):
+        assert not result.is_error
+        assert json.loads(result.content[0].text) == [0, 1, 2]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_structured_output_without_text_is_also_sent_as_its_json_text(served, mode):
+    async with Client(served, mode=mode) as client:
+        result = await client.call_tool("silent", {})
+    assert result.structured_content == {"quiet": True}
+    assert result.content[0].text == '{"quiet":true}'  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_call_with_no_arguments_is_checked_as_an_empty_object(served, mode):
+    async with Client(served, mode=mode) as client:
+        result = await client.call_tool("record")
+    assert result.is_error
+    assert result.content[0].text.splitlines() == [  # type: ignore[union-attr]
+        "INVALID_ARGUMENTS: the arguments do not match the input schema of tool 'record' (tools/list shows it)",
+        "/name: required argument is missing"]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_cursor_the_server_did_not_issue_is_invalid_params(served, mode):
+    async with Client(served, mode=mode) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.list_tools(cursor="forged")
+    assert raised.value.error.code == types.INVALID_PARAMS
+    assert "start again without a cursor" in raised.value.error.message
