@@ -9,6 +9,7 @@ and the sessionless one (2026-07-28).
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import mcp_types as types
@@ -18,9 +19,15 @@ from mcp.shared.exceptions import MCPError
 
 from toolhost_server.auth import ANONYMOUS
 from toolhost_server.mcp.local_backend import PAGE_SIZE, LocalBackend
-from toolhost_server.mcp.protocol_server import WRAPPED_RESULT_KEY, build_mcp_server
+from toolhost_server.mcp.protocol_server import (
+    CALL_ID_META_KEY,
+    TRACE_ID_META_KEY,
+    WRAPPED_RESULT_KEY,
+    build_mcp_server,
+)
 
 from helpers.catalogs import write_tool
+from helpers.otlp import otlp_receiver
 
 ERAS = ["legacy", "auto"]  # the SDK client's modes: 2025-11-25 by initialize; 2026-07-28 by discovery
 
@@ -165,3 +172,38 @@ async def test_a_cursor_the_server_did_not_issue_is_invalid_params(served, mode)
             await client.list_tools(cursor="forged")
     assert raised.value.error.code == types.INVALID_PARAMS
     assert "start again without a cursor" in raised.value.error.message
+
+
+def traceparent(trace_id: str, span_id: str) -> str:
+    return f"00-{trace_id}-{span_id}-01"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_result_names_its_call_and_the_callers_trace_when_tracing_is_off(served, mode, monkeypatch):
+    trace_id = secrets.token_hex(16)
+    async with Client(served, mode=mode) as client:
+        result = await client.call_tool("record", {"name": "x"},
+                                        meta={"traceparent": traceparent(trace_id, secrets.token_hex(8))})
+        other = await client.call_tool("record", {"name": "y"})
+    assert result.meta is not None and other.meta is not None
+    assert result.meta[TRACE_ID_META_KEY] == trace_id
+    assert len(result.meta[CALL_ID_META_KEY]) == 32
+    assert other.meta[TRACE_ID_META_KEY] != trace_id
+    assert other.meta[CALL_ID_META_KEY] != result.meta[CALL_ID_META_KEY]
+
+
+async def test_with_tracing_on_the_callers_traceparent_parents_the_calls_span(start_server, monkeypatch):
+    for variable in ("OTEL_TRACES_EXPORTER", "OTEL_TRACES_SAMPLER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+                     "OTEL_SDK_DISABLED"):
+        monkeypatch.delenv(variable, raising=False)
+    trace_id, span_id = secrets.token_hex(16), secrets.token_hex(8)
+    async with otlp_receiver() as (collector, endpoint):
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")
+        server = await start_server()
+        mcp_server = build_mcp_server(lambda ctx: LocalBackend(server.toolhost, ANONYMOUS), version="test")
+        async with Client(mcp_server, mode="legacy") as client:
+            result = await client.call_tool("echo", {"text": "a"}, meta={"traceparent": traceparent(trace_id, span_id)})
+        assert result.meta is not None and result.meta[TRACE_ID_META_KEY] == trace_id
+        spans = await collector.trace(trace_id, 1)
+    assert [(s.name, s.parent_id) for s in spans] == [("execute_tool echo", span_id)]

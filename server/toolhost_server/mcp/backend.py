@@ -8,9 +8,11 @@ mapping to MCP's types serves both transports and they cannot drift apart.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from ..errors import unknown_tool_sentence
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,16 @@ class UnknownToolError(Exception):
         super().__init__(message)
         self.name = name
         self.message = message
+
+
+def unknown_tool_message(name: str, suggestions: Sequence[str]) -> str:
+    """The one sentence for a tool the caller cannot see, whether it is hidden or does not exist."""
+    return f"Unknown tool: {unknown_tool_sentence(name, suggestions)} tools/list lists every tool available to you."
+
+
+def invalid_arguments_message(tool: str) -> str:
+    """The message of an INVALID_ARGUMENTS outcome; the violations follow it one per line (error_text)."""
+    return f"the arguments do not match the input schema of tool {tool!r} (tools/list shows it)"
 
 
 class InvalidParamsError(Exception):

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 
+from opentelemetry import context as otel_context
+
 from ..app import Toolhost
 from ..auth import Caller, view_of
 from ..call_events import Progress
@@ -17,11 +19,11 @@ from ..errors import (
     InvalidRequestError,
     ToolhostError,
     ToolNotFoundError,
-    unknown_tool_sentence,
 )
 from ..listing import list_tools
 from ..model import ToolSpec
 from ..pipeline import CallRequest, CallResult
+from ..telemetry import parent_context
 from .backend import (
     CallArguments,
     CallOutcome,
@@ -31,6 +33,8 @@ from .backend import (
     ToolPage,
     UnknownToolError,
     Violation,
+    invalid_arguments_message,
+    unknown_tool_message,
 )
 
 # tools/list pages: as ListTools' default page. An MCP host lists everything at once, page after page.
@@ -56,6 +60,9 @@ class LocalBackend:
         call = CallRequest(name=request.name, arguments=request.arguments if request.arguments is not None else {},
                            trace_headers=request.trace_headers, caller=self._caller)
         pipeline = self._toolhost.pipeline
+        # The caller's trace context parents the call's span, as the RPC's server span does on gRPC (with
+        # tracing off the pipeline takes the trace id from trace_headers itself).
+        token = otel_context.attach(parent_context(request.trace_headers)) if request.trace_headers else None
         try:
             if progress is None:
                 return outcome_of(await pipeline.call(call))
@@ -71,14 +78,17 @@ class LocalBackend:
             raise UnknownToolError(exc.name, unknown_tool_message(exc.name, exc.suggestions)) from None
         except InvalidArgumentsError as exc:
             # The violations follow one per line: the message would repeat them.
-            message = f"the arguments do not match the input schema of tool {request.name!r} (tools/list shows it)"
-            return CallOutcome(success=False, error_code=exc.reason, error_message=message,
+            return CallOutcome(success=False, error_code=exc.reason,
+                               error_message=invalid_arguments_message(request.name),
                                violations=tuple(Violation(v.pointer, v.reason) for v in exc.violations))
         except InvalidRequestError as exc:
             raise InvalidParamsError(exc.message) from None
         except ToolhostError as exc:
             # Refused after lookup: rights, limits, deadlines, a draining server. The model reads the code.
             return CallOutcome(success=False, error_code=exc.reason, error_message=exc.message)
+        finally:
+            if token is not None:
+                otel_context.detach(token)
 
     async def tool_changes(self) -> AsyncIterator[None]:
         registry = self._toolhost.registry
@@ -90,11 +100,6 @@ class LocalBackend:
                 first = False
                 continue
             yield None
-
-
-def unknown_tool_message(name: str, suggestions: list[str]) -> str:
-    """The one sentence for a tool the caller cannot see, whether it is hidden or does not exist."""
-    return f"Unknown tool: {unknown_tool_sentence(name, suggestions)} tools/list lists every tool available to you."
 
 
 def mcp_tool_of(spec: ToolSpec) -> McpTool:

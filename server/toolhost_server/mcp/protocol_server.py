@@ -36,6 +36,9 @@ logger = logging.getLogger("toolhost.mcp")
 SERVER_NAME = "toolhost"
 # What a handshake-era caller gets instead of a structured output that is not an object.
 WRAPPED_RESULT_KEY = "result"
+# The call's ids in the result's _meta, to find its audit record, log lines and trace (MCP's `prefix/name` keys).
+CALL_ID_META_KEY = "toolhost/call_id"
+TRACE_ID_META_KEY = "toolhost/trace_id"
 
 # The backend of a request: who asked decides which tools it sees. Called once per request.
 BackendOf = Callable[[ServerRequestContext[Any, Any]], ToolBackend]
@@ -67,6 +70,8 @@ def build_mcp_server(backend_of: BackendOf, *, version: str, instructions: str |
             raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
         except BackendUnavailableError as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
+        except MCPError:
+            raise  # already the protocol's answer (a call cancelled by a POSTed notification: legacy_cancel)
         except Exception:
             # Whatever went wrong stays in the server's log: its text could hold what the caller may not see.
             logger.exception("MCP tools/call of %r failed inside the server", params.name)
@@ -131,8 +136,9 @@ def call_result(outcome: CallOutcome, handshake_era: bool) -> types.CallToolResu
     """The tools/call result of `outcome`: the output as text (the structured output's JSON when the tool wrote
     no text), structuredContent when the tool made one, and isError with toolhost's code for a refusal or a
     failure."""
+    meta = _ids_of(outcome)
     if not outcome.success:
-        return types.CallToolResult(content=[_text(error_text(outcome))], is_error=True)
+        return types.CallToolResult(content=[_text(error_text(outcome))], is_error=True, _meta=meta)
     structured: Any = None
     text = outcome.text
     if outcome.has_structured:
@@ -142,8 +148,15 @@ def call_result(outcome: CallOutcome, handshake_era: bool) -> types.CallToolResu
         if not text:
             text = json.dumps(outcome.structured, ensure_ascii=False, separators=(",", ":"))
     if outcome.has_structured:
-        return types.CallToolResult(content=[_text(text)], structured_content=structured, is_error=False)
-    return types.CallToolResult(content=[_text(text)], is_error=False)
+        return types.CallToolResult(content=[_text(text)], structured_content=structured, is_error=False,
+                                    _meta=meta)
+    return types.CallToolResult(content=[_text(text)], is_error=False, _meta=meta)
+
+
+def _ids_of(outcome: CallOutcome) -> dict[str, Any] | None:
+    ids = {key: value for key, value in ((CALL_ID_META_KEY, outcome.call_id), (TRACE_ID_META_KEY, outcome.trace_id))
+           if value}
+    return ids or None
 
 
 def error_text(outcome: CallOutcome) -> str:
