@@ -42,6 +42,11 @@ class Config:
     grpc_address: str = "127.0.0.1:50051"
     # Prometheus /metrics and HTTP health; seed 004's port. Empty: no HTTP listener.
     http_address: str = "127.0.0.1:8010"
+    # Host headers the HTTP routes except health and /metrics answer (web/guard_rules.py). Empty: the bound address,
+    # localhost, 127.0.0.1 and [::1], each with the bound port.
+    http_allowed_hosts: tuple[str, ...] = ()
+    # Origin headers the HTTP routes answer (exact scheme://host[:port]). Empty: none, so no web page.
+    http_allowed_origins: tuple[str, ...] = ()
     unix_socket: str = ""
     catalog_dirs: tuple[str, ...] = ()
     required_tools: tuple[str, ...] = SEED_REQUIRED_TOOLS
@@ -393,6 +398,19 @@ def _winrm_credential_hosts(value: Any) -> tuple[tuple[str, tuple[str, ...]], ..
     return parse_setting(value)
 
 
+def _allowed_hosts(value: Any) -> tuple[str, ...]:
+    # Imported here: web.guard_rules reads Config's defaults.
+    from .web.guard_rules import parse_allowed_hosts
+
+    return parse_allowed_hosts(_list(",")(value))
+
+
+def _allowed_origins(value: Any) -> tuple[str, ...]:
+    from .web.guard_rules import parse_allowed_origins
+
+    return parse_allowed_origins(_list(",")(value))
+
+
 def _existing_file(value: Any) -> str:
     path = _path(value)
     if path and not os.path.isfile(path):
@@ -411,6 +429,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grpc_address", "TCP address of the gRPC server (host:port)", _address),
     Setting("http_address", "HTTP address of /metrics, /healthz and /readyz (host:port; empty: no HTTP listener)",
             _optional_address, empty_is_a_value=True),
+    Setting("http_allowed_hosts", "Host headers the HTTP routes other than /healthz, /readyz and /metrics answer "
+            "(comma-separated; others get 403, against DNS rebinding): host:port exactly, host alone for the "
+            "scheme's default port, host:* for any port, or '*' alone for any Host (no protection); default: the "
+            "bound address, localhost, 127.0.0.1 and [::1] with the bound port", _allowed_hosts),
+    Setting("http_allowed_origins", "Origin headers the HTTP routes other than /healthz, /readyz and /metrics "
+            "answer, as scheme://host[:port] (comma-separated; 'null' is never allowed); default none: a request "
+            "from a web page gets 403", _allowed_origins),
     Setting("unix_socket", "also listen on this unix socket path", str),
     Setting("catalog_dirs", "catalog directory (repeatable; colon-separated in the environment); the bundled "
             "example catalog is used when none is given", _list(":")),
@@ -435,7 +460,8 @@ SETTINGS: tuple[Setting, ...] = (
             "killed whole when the call ends; empty: the server's own cgroup when the server may make cgroups "
             "there; off: none (a call's processes are then found through /proc)", str),
     Setting("max_output_bytes", "bytes of stdout and of stderr kept per call", _positive(int)),
-    Setting("max_message_bytes", "largest gRPC message received or sent", _positive(int)),
+    Setting("max_message_bytes", "largest gRPC message received or sent, and largest HTTP request body",
+            _positive(int)),
     Setting("pipeline_target", "toolhost address that runs `source: pipeline` tools", str),
     Setting("max_hops", "how many toolhosts a call may be forwarded through", _positive(int)),
     Setting("shutdown_delay_seconds", "on SIGTERM, keep serving this long with health NOT_SERVING",

@@ -2,7 +2,8 @@
 
 `/metrics` names every served tool, hidden ones too, with its calls, outcomes and durations: with a metrics
 token it answers only to `Authorization: Bearer <token>`. The health endpoints stay open for probes; they tell
-nothing but whether the server is up.
+nothing but whether the server is up. These three (PROBE_PATHS) are the only routes the browser guard
+(web.guard, put in front by web.server) lets through whatever the Host: probes and scrapers dial the pod's IP.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..telemetry.metrics import CONTENT_TYPE, ToolhostMetrics
 from .metrics_token import MetricsToken
 
 _CHALLENGE = 'Bearer realm="toolhost metrics"'
+METRICS_PATH, LIVE_PATH, READY_PATH = "/metrics", "/healthz", "/readyz"
+PROBE_PATHS = (METRICS_PATH, LIVE_PATH, READY_PATH)
 _RIGHT_ATTRIBUTE = "required_right"
 Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
 
@@ -35,7 +38,7 @@ def create_http_app(metrics: ToolhostMetrics, ready: Callable[[], bool],
                     metrics_token: MetricsToken | None = None, routes: Sequence[BaseRoute] = ()) -> Starlette:
     """`ready` says whether the server takes calls: false while it starts and once it drains. With
     `metrics_token`, /metrics needs that bearer token. `routes` are the other surfaces served beside them (/mcp),
-    each endpoint declaring its right with `requires`."""
+    each endpoint declaring its right with `requires`; HttpServer puts the browser guard in front of them."""
 
     async def serve_metrics(request: Request) -> Response:
         if metrics_token is not None:
@@ -60,9 +63,9 @@ def create_http_app(metrics: ToolhostMetrics, ready: Callable[[], bool],
 
     metrics_right = Right.NONE if metrics_token is None else Right.METRICS_TOKEN
     return Starlette(routes=[
-        Route("/metrics", requires(metrics_right, serve_metrics), methods=["GET"]),
-        Route("/healthz", requires(Right.NONE, live), methods=["GET"]),
-        Route("/readyz", requires(Right.NONE, readiness), methods=["GET"]),
+        Route(METRICS_PATH, requires(metrics_right, serve_metrics), methods=["GET"]),
+        Route(LIVE_PATH, requires(Right.NONE, live), methods=["GET"]),
+        Route(READY_PATH, requires(Right.NONE, readiness), methods=["GET"]),
         *routes,
     ])
 

@@ -1,10 +1,11 @@
-"""uvicorn running the ASGI app as a task of the current event loop, next to the gRPC server; over TLS when
-the server has a certificate."""
+"""uvicorn running the ASGI app as a task of the current event loop, next to the gRPC server, behind the
+browser guard (web.guard); over TLS when the server has a certificate."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
@@ -16,9 +17,13 @@ from starlette.routing import BaseRoute
 from ..config import Config
 from ..introspection.surface import ServingSurface
 from ..telemetry.metrics import ToolhostMetrics
-from .app import create_http_app, http_routes
+from .app import PROBE_PATHS, create_http_app, http_routes
+from .guard import RequestGuard
+from .guard_rules import GuardPolicy, GuardSettings, is_wildcard_bind
 from .metrics_token import load_metrics_token
 from .tls import ReloadingServerContext, http_server_context
+
+logger = logging.getLogger("toolhost.http")
 
 
 class _EmbeddedServer(uvicorn.Server):
@@ -33,12 +38,17 @@ class HttpServer:
     """Binds `address` ("host:port"; port 0 picks one) at `start()`, which returns the bound port; serves
     HTTPS with `tls`. With `surface`, records there the app's routes now and the bound address at start.
     `services` are what the app's routes need running while it serves (the MCP endpoint's task group): entered
-    at start, before the first request, and left at stop, after the last."""
+    at start, before the first request, and left at stop, after the last. Every route but PROBE_PATHS is
+    behind the browser guard of `guard` (default: loopback names with the bound port, no Origin, 16 MiB
+    bodies), whose policy, complete once the port is known, is `guard_policy` from start on."""
 
     def __init__(self, app: Starlette, address: str, tls: ReloadingServerContext | None = None,
                  metrics_token: bool = False, surface: ServingSurface | None = None,
-                 services: Sequence[AbstractAsyncContextManager[object]] = ()) -> None:
+                 services: Sequence[AbstractAsyncContextManager[object]] = (),
+                 guard: GuardSettings | None = None) -> None:
         self._app = app
+        self._guard = guard or GuardSettings()
+        self.guard_policy: GuardPolicy | None = None
         self._services = tuple(services)
         self._running_services = AsyncExitStack()
         self._address = address
@@ -60,6 +70,8 @@ class HttpServer:
                 else " over TLS"
         if self._metrics_token:
             said += "; /metrics needs the metrics token"
+        if self.guard_policy is not None:
+            said += "; " + self.guard_policy.describe()
         return said
 
     async def start(self) -> int:
@@ -80,9 +92,12 @@ class HttpServer:
         self.port = int(sock.getsockname()[1])
         if self._surface is not None:
             self._surface.add_address("http", f"{self._address.rpartition(':')[0]}:{self.port}", self.tls is not None)
+        self.guard_policy = self._guard.policy(host, self.port)
+        self._log_guard(host, self.guard_policy)
+        guarded = RequestGuard(self._app, self.guard_policy, PROBE_PATHS)
         # No access log (every scrape would be a line) and no logging configuration of its own (the server's
         # redacting handlers apply). The socket listens already: requests wait in its backlog until uvicorn runs.
-        config = uvicorn.Config(self._app, log_config=None, access_log=False, lifespan="off")
+        config = uvicorn.Config(guarded, log_config=None, access_log=False, lifespan="off")
         config.load()
         # Our context rather than one uvicorn makes from file names: its SNI callback switches each connection
         # to the newest certificate (web.tls).
@@ -92,6 +107,18 @@ class HttpServer:
             await self._running_services.enter_async_context(service)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]), name="http-server")
         return self.port
+
+    def _log_guard(self, host: str, policy: GuardPolicy) -> None:
+        if policy.any_host:
+            logger.warning("http_allowed_hosts is '*': the HTTP routes answer any Host, so a web page this "
+                           "machine's browser opens can reach them by DNS rebinding; list the names clients use "
+                           "instead (host:port, or host:* for any port)")
+        elif is_wildcard_bind(host) and not policy.configured_hosts:
+            logger.info("HTTP listens on every address, but its routes other than /healthz, /readyz and /metrics "
+                        "answer only Host localhost:%d, 127.0.0.1:%d and [::1]:%d; to reach them by other names set "
+                        "http_allowed_hosts (TOOLHOST_HTTP_ALLOWED_HOSTS), for example "
+                        "toolhost.NAMESPACE.svc:%d or toolhost.example.com:*", self.port, self.port, self.port,
+                        self.port)
 
     async def stop(self) -> None:
         if self._server is None or self._task is None:
@@ -107,9 +134,10 @@ def create_http_server(config: Config, metrics: ToolhostMetrics, ready: Callable
                        services: Sequence[AbstractAsyncContextManager[object]] = ()) -> HttpServer:
     """The HTTP listener of `config.http_address`: TLS when the server has a certificate (client certificates
     required with tls_client_ca_file), /metrics behind metrics_token_file when set, `routes` beside them with
-    the `services` they need; recorded on `surface` when given. OSError naming the setting when a file cannot
-    be used."""
+    the `services` they need, behind the browser guard of http_allowed_hosts, http_allowed_origins and
+    max_message_bytes; recorded on `surface` when given. OSError naming the setting when a file cannot be
+    used."""
     token = load_metrics_token(config.metrics_token_file)
     return HttpServer(create_http_app(metrics, ready, token, routes), config.http_address,
                       http_server_context(config), metrics_token=token is not None, surface=surface,
-                      services=services)
+                      services=services, guard=GuardSettings.of(config))
