@@ -17,6 +17,7 @@ from ._credentials import add_credentials_parser
 from ._db_commands import add_db_parser
 from ._instructions_command import add_instructions_parser
 from ._logs_command import add_logs_arguments, logs
+from ._mcp_command import add_mcp_parser
 from ._serve import add_serve_parser
 from ._user_tools_command import add_user_tools_parser
 
@@ -116,4 +117,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_instructions_parser(sub, connection)
     add_user_tools_parser(sub, connection)
     add_assets_parser(sub, connection)
+    add_mcp_parser(sub, connection)
     return parser

@@ -91,9 +91,12 @@ def build_mcp_server(backend_of: BackendOf, *, version: str, instructions: str |
                 params=types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)),
             related_request_id=ctx.request_id)
         if wanted:
-            async for _ in backend_of(ctx).tool_changes():
-                await ctx.session.send_notification(event_to_notification(ToolsListChanged(), meta),
-                                                    related_request_id=ctx.request_id)
+            try:
+                async for _ in backend_of(ctx).tool_changes():
+                    await ctx.session.send_notification(event_to_notification(ToolsListChanged(), meta),
+                                                        related_request_id=ctx.request_id)
+            except BackendUnavailableError as exc:
+                raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
         return types.SubscriptionsListenResult()
 
     server: Server[Any] = Server(
