@@ -280,7 +280,9 @@ async def test_toolhost_serve_records_both_listeners_and_the_http_routes():
         async with toolhost.AsyncClient(process.target, timeout=HANG_GUARD_SECONDS) as client:
             output = await inspect(client)
             only_http = await inspect(client, kind="http")
-        assert {route["path"] for route in output["routes"]} == {"/metrics", "/healthz", "/readyz"}
+        routes = {route["path"]: route for route in output["routes"]}
+        assert set(routes) == {"/mcp", "/metrics", "/healthz", "/readyz"}
+        assert (routes["/mcp"]["methods"], routes["/mcp"]["required_right"]) == (["POST"], "authenticated")
         assert "toolhost.v1.ToolService/CallTool" in methods_of(output)
         assert output["addresses"] == [{"kind": "grpc", "address": f"127.0.0.1:{port}", "tls": False},
                                        {"kind": "http", "address": f"127.0.0.1:{http_port}", "tls": False}]

@@ -27,6 +27,7 @@ from .logs.buffered_stream import BufferedStreamHandler
 from .logs.captured_output import OutputCapture
 from .logs.formatting import make_formatter
 from .logs.memory import MemoryRingHandler
+from .mcp.http_endpoint import McpHttpEndpoint
 from .sanitize import LearningRedactor, RedactingLogFilter, Redactor
 from .store.errors import StoreSchemaError
 from .telemetry import TracingConfigError
@@ -122,17 +123,19 @@ async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
     logger.info("toolhost serving gRPC on %s:%d%s", host, port,
                 f" and unix:{config.unix_socket}" if config.unix_socket else "")
     http = None
+    mcp = None
     if config.http_address:
         try:
+            mcp = McpHttpEndpoint(toolhost)
             http = create_http_server(config, toolhost.metrics, lambda: toolhost.pipeline.accepting,
-                                      toolhost.surface)
+                                      toolhost.surface, routes=[mcp.route], services=[mcp.running()])
             http_port = await http.start()
         except OSError as exc:
             logger.error("cannot start: %s", exc)
             await server.stop(0)
             await toolhost.close()
             return 1
-        logger.info("toolhost serving HTTP (/metrics, /healthz, /readyz) on %s:%d%s",
+        logger.info("toolhost serving HTTP (/mcp, /metrics, /healthz, /readyz) on %s:%d%s",
                     config.http_address.rpartition(":")[0], http_port, http.protection)
 
     loop = asyncio.get_running_loop()
@@ -165,6 +168,8 @@ async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
         await server.stop(0)  # a second signal during the grace: cancel the calls still running now
     await stopping
     forced.cancel()
+    if mcp is not None:
+        mcp.calls.stop_all()  # MCP calls still running after the grace are cancelled, as gRPC's just were
     # Calls cancelled at the end of the grace are still stopping their processes; let them finish.
     if not await toolhost.pipeline.wait_idle(config.kill_grace_seconds + 5):
         logger.warning("%d calls were still stopping when the server exited", toolhost.pipeline.in_flight)
