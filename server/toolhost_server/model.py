@@ -62,11 +62,34 @@ class Parameter:
 
 
 @dataclass(frozen=True, slots=True)
+class ExampleExpectation:
+    """What `toolhost check` expects of a sample call; every part must hold. `structured_subset` is a value the
+    structured output must contain (NO_DEFAULT: nothing asked of it): an object's keys with matching values,
+    recursively, an array's items in order, any other value equal."""
+
+    success: bool = True
+    output_contains: str = ""
+    structured_subset: Any = NO_DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
 class Example:
-    """A sample call: what it shows and its arguments object."""
+    """A sample call: what it shows and its arguments object; what `toolhost check` expects of it, or that it
+    leaves it out (`skip_check`: one that needs a host, file or credential a checking machine lacks)."""
 
     description: str
     arguments: Mapping[str, Any]
+    expect: ExampleExpectation = ExampleExpectation()
+    skip_check: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A phrase a tool answers, for SearchTools: `pattern` must match the whole query, ignoring case; its named
+    groups become arguments (typed by the tool's input schema), merged over the constant `arguments`."""
+
+    pattern: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
