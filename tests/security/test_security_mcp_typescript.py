@@ -103,6 +103,7 @@ async def test_arguments_over_the_message_limit_are_refused_and_the_connection_g
         result = agent.expect_result(reply)
         assert result["isError"] is True
         assert result["content"][0]["text"].startswith("RESOURCE_EXHAUSTED: "), result
+        assert "raise max_message_bytes" in result["content"][0]["text"], result
     await still_serving(agent)
 
 

@@ -97,6 +97,11 @@ class RemoteBackend:
             return CallOutcome(success=False, error_code=exc.reason or ErrorReason.INVALID_ARGUMENTS.value,
                                error_message=invalid_arguments_message(tool),
                                violations=tuple(Violation(v.field, v.description) for v in exc.field_violations))
+        if isinstance(exc, ResourceExhaustedError) and exc.reason is None:
+            # No reason: gRPC itself refused a message over a size limit (the call's arguments or its result).
+            return CallOutcome(success=False, error_code=exc.code.name, error_message=(
+                f"{_one_line(exc.message)}: the call's arguments or result are over a gRPC message limit; send "
+                "less, or raise max_message_bytes (TOOLHOST_MAX_MESSAGE_BYTES) on the server"))
         if isinstance(exc, _REFUSED_CALLS):
             # A deadline the bridge's own client hit carries no reason: the status code names it.
             return CallOutcome(success=False, error_code=exc.reason or exc.code.name, error_message=exc.message)
