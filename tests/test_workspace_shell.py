@@ -240,6 +240,18 @@ async def test_bash_is_not_served_on_a_non_loopback_address_without_authenticati
     assert any("bash, execute" in note and "not a loopback address" in note for note in notes), notes
 
 
+async def test_bash_is_not_served_when_only_http_listens_beyond_loopback_without_authentication(
+        start_server, shell_dir, caplog):
+    # /mcp calls tools as gRPC does: a loopback gRPC address does not make a wildcard http_address safe.
+    caplog.set_level(logging.INFO, logger="toolhost")
+    server = await shell_server(start_server, shell_dir, http_address="0.0.0.0:0", insecure=True)
+    names = await tool_names(server)
+    assert "list_workspaces" in names and not {"bash", "execute"} & names
+    notes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("not serving ")]
+    assert any("bash, execute" in note and "0.0.0.0:0, which is not a loopback address" in note
+               for note in notes), notes
+
+
 async def test_bash_is_not_served_where_it_would_run_as_the_servers_own_user(start_server, shell_dir, caplog):
     """process_user root on a root server, as on a server that is not root: the command would have the server's
     rights (its credentials, its database). Only a workspace that accepts that, by name, gets bash."""

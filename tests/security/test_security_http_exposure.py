@@ -228,6 +228,9 @@ async def test_renewed_tls_files_are_used_for_the_next_https_connection(http_ser
     (("--metrics-token-file", "TOKEN"), b"refusing to serve the metrics token in plaintext on http_address"),
     (("--tls-cert-file", "CERT", "--tls-key-file", "KEY"),
      b"refusing to serve /metrics on http_address 0.0.0.0:0 to anyone who reaches it"),
+    # The metrics token guards /metrics only: /mcp calls tools, so it needs the callers' authentication too.
+    (("--tls-cert-file", "CERT", "--tls-key-file", "KEY", "--metrics-token-file", "TOKEN"),
+     b"refusing to serve /mcp on http_address 0.0.0.0:0 without authentication"),
 ])
 @pytest.mark.server
 async def test_a_non_loopback_http_address_without_tls_and_authentication_is_refused(tmp_path, pki, extra, message):
@@ -238,8 +241,9 @@ async def test_a_non_loopback_http_address_without_tls_and_authentication_is_ref
         await process.start()
     assert await process.wait() == 1
     assert message in process.log
-    for setting in (b"metrics_token_file", b"tls_client_ca_file", b"--insecure", b"127.0.0.1"):
+    for setting in (b"tls_client_ca_file", b"--insecure", b"127.0.0.1"):
         assert setting in process.log
+    assert b"metrics_token_file" in process.log or b"auth_file" in process.log
     assert b"Traceback" not in process.log
 
 
@@ -248,8 +252,10 @@ async def test_a_non_loopback_http_address_without_tls_and_authentication_is_ref
 async def test_a_non_loopback_http_address_serves_with_tls_and_a_token_or_insecure(tmp_path, pki, protected):
     token_file, metrics_token = new_token(tmp_path)
     if protected:
+        auth_file = tmp_path / "auth.yaml"
+        auth_file.write_text(auth_file_text(Tokens.generate()))
         extra = ("--tls-cert-file", str(pki.server.certificate), "--tls-key-file", str(pki.server.key),
-                 "--metrics-token-file", str(token_file))
+                 "--metrics-token-file", str(token_file), "--auth-file", str(auth_file))
     else:
         extra = ("--insecure",)
     process = ServerProcess("--http-address", "0.0.0.0:0", *extra)
@@ -276,7 +282,7 @@ def test_the_http_exposure_rules():
         {"http_address": "[::1]:8010"},
         {"http_address": ""},  # HTTP off
         {"http_address": "0.0.0.0:8010", "insecure": True},
-        {"http_address": "0.0.0.0:8010", **tls, "metrics_token_file": "t"},
+        {"http_address": "0.0.0.0:8010", **tls, "metrics_token_file": "t", "auth_file": "auth.yaml"},
         {"http_address": "0.0.0.0:8010", **tls, "tls_client_ca_file": "ca.pem"},
     ]
     for fields in allowed:
@@ -288,6 +294,8 @@ def test_the_http_exposure_rules():
         {"http_address": "[::]:8010", **tls},
         # gRPC's protection does not cover HTTP: its auth file tells gRPC callers apart, not scrapers.
         {"grpc_address": "0.0.0.0:50051", "http_address": "0.0.0.0:8010", **tls, "auth_file": "auth.yaml"},
+        # The metrics token is no caller's authentication: /mcp would call tools for anyone.
+        {"http_address": "0.0.0.0:8010", **tls, "metrics_token_file": "t"},
     ]
     for fields in refused:
         with pytest.raises(UnsafeExposureError, match="http_address"):

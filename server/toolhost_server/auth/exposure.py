@@ -7,7 +7,7 @@ service mesh in front terminates TLS and authenticates).
 
 The HTTP listener (http_address) follows the same rule, with its own ways to tell scrapers apart: /metrics
 names every tool, hidden ones too, so beyond loopback it needs TLS and a metrics_token_file or a
-tls_client_ca_file.
+tls_client_ca_file; and /mcp calls tools, so it needs an auth_file or a tls_client_ca_file as gRPC does.
 """
 
 from __future__ import annotations
@@ -88,13 +88,25 @@ def _check_http_exposure(config: Config, tls: bool) -> None:
             "scraper) or tls_client_ca_file (TOOLHOST_TLS_CLIENT_CA_FILE, client certificates); or bind "
             "http_address to 127.0.0.1; or pass --insecure (TOOLHOST_INSECURE=true) when a proxy in front "
             "authenticates")
+    if not (config.auth_file or config.tls_client_ca_file):
+        # The browser guard's Host check stops web pages, not other clients: they send any Host they like.
+        raise UnsafeExposureError(
+            f"refusing to serve /mcp on http_address {address} without authentication: anyone reaching it could "
+            "list and call the tools; set auth_file (TOOLHOST_AUTH_FILE, bearer tokens) or tls_client_ca_file "
+            "(TOOLHOST_TLS_CLIENT_CA_FILE, client certificates); or bind http_address to 127.0.0.1; or pass "
+            "--insecure (TOOLHOST_INSECURE=true) when a proxy in front authenticates")
 
 
 def shell_refusal(config: Config) -> str:
     """Why `bash` must not be served on this server, or "": it runs any command as the process user, so a server
-    that anyone on the network may call without authentication (a non-loopback address with --insecure) never
-    offers it, whatever its workspaces allow."""
-    if config.auth_file or config.tls_client_ca_file or is_loopback_host(config.grpc_address.rpartition(":")[0]):
+    that anyone on the network may call without authentication (a non-loopback gRPC or HTTP address with
+    --insecure) never offers it, whatever its workspaces allow."""
+    if config.auth_file or config.tls_client_ca_file:
+        return ""
+    # /mcp calls tools as gRPC does: either listener beyond loopback exposes the shell.
+    exposed = [address for address in (config.grpc_address, config.http_address)
+               if address and not is_loopback_host(address.rpartition(":")[0])]
+    if not exposed:
         return ""
     return (f"the server has no authentication (auth_file or tls_client_ca_file) and listens on "
-            f"{config.grpc_address}, which is not a loopback address")
+            f"{exposed[0]}, which is not a loopback address")
