@@ -7,12 +7,18 @@ Figures:
   JSON-RPC `tools/call`. Target: toolhost ≥ 5 times the SDK.
 - `mcp_call_cpu`: server CPU time (user + system, all threads, from /proc) per call during the 8-in-flight
   rounds. Target: toolhost ≤ 1/3 of the SDK's.
+- `mcp_http_call_qps_8`, `mcp_http_call_qps_32`, `mcp_http_call_cpu`: toolhost's own /mcp against the SDK, the
+  same hey command, body and headers at each (bench/mcp_load.py), protocol 2026-07-28; QPS reported, CPU per
+  call judged. Target: toolhost ≤ 1.3 times the SDK's CPU per call (issue 23).
+- `mcp_http_legacy_call_qps_8`, `mcp_http_legacy_call_cpu`: the same at 2025-11-25, the handshake era most hosts
+  speak (no `_meta` envelope, no Mcp-Method/Mcp-Name headers, no initialize: both servers are stateless).
 - `mcp_list_1000`: p50 latency of listing 1,000 tools (toolhost ListTools FULL view, page_size 1000; MCP
   `tools/list`), sequential calls from this process. Target: toolhost p50 ≤ 5 ms; the ratio is reported.
 
 Every call is checked: the servers' own counters (toolhost's `toolhost_tool_calls_total`, bench/mcp_server.py's
 `/stats`) must have run the tool at least as often as the load generator saw successes, with no failed
-outcome, and one call of each is read back before the rounds. Rounds alternate toolhost, MCP, MCP, toolhost...
+outcome, and one call of each (per endpoint and era) is read back before the rounds: hey counts HTTP statuses
+only, and a JSON-RPC error comes in a 200. Rounds alternate toolhost, MCP, MCP, toolhost...
 
     make bench BENCH_ARGS="--only mcp_compare"          # or: .venv/bin/python -m bench.mcp_compare [--quick]
 """
@@ -39,14 +45,12 @@ import httpx
 
 from bench.ghz_load import (
     GHZ,
-    TEXT,
     TOOLHOST_HTTP,
     BareTarget,
     Load,
     ToolhostTarget,
     build_protoset,
     recording_qps,
-    run_loadgen,
     wait_for_line,
 )
 from bench.harness import (
@@ -61,18 +65,12 @@ from bench.harness import (
     run_standalone,
     toolhost_argv,
 )
+from bench.mcp_load import HANDSHAKE, HEY, MODERN, EchoCall, EchoCounts, McpHttpTarget, mcp_headers, mcp_request
 from toolhost.v1 import tool_pb2, tool_service_pb2, tool_service_pb2_grpc
 
 COMMAND = 'make bench BENCH_ARGS="--only mcp_compare"'
 QUICK_COMMAND = 'make bench BENCH_ARGS="--only mcp_compare --quick"'
-HEY = os.environ.get("HEY", str(ROOT / ".tools/bin/hey-v0.1.4"))
 TOOLS = 1000
-# The newest MCP revision: its requests are self-contained (no initialize, no session), which the SDK serves on
-# its cheapest path. The _meta envelope and the Mcp-Method/Mcp-Name headers are what that revision requires.
-MCP_VERSION = "2026-07-28"
-MCP_META = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json",
-               "MCP-Protocol-Version": MCP_VERSION}
 MCP_BASELINE = "MCP Python SDK {version} MCPServer, streamable HTTP stateless + JSON responses, protocol {protocol}"
 MCP_READY = re.compile(r"serving MCP on 127\.0\.0\.1:(\d+) (.*)")
 
@@ -88,63 +86,54 @@ def write_catalog(directory: Path, count: int) -> None:
             "parameters: [{name: text, type: string, required: true}]\n")
 
 
+def toolhost_mcp(toolhost: ToolhostTarget, http_port: str, call: EchoCall, scratch: Path) -> McpHttpTarget:
+    """toolhost's own /mcp, checked by its toolhost_tool_calls_total{tool="echo"} as the gRPC rounds are."""
+    def counts() -> EchoCounts:
+        outcomes = toolhost.echo_outcomes()
+        ok = outcomes.get("OK", 0.0)
+        return EchoCounts(int(ok), int(sum(outcomes.values()) - ok))
+
+    return McpHttpTarget(toolhost.server, f"http://127.0.0.1:{http_port}/mcp", call,
+                         scratch / f"toolhost-echo-{call.protocol}.json", counts)
+
+
 # -- MCP SDK ------------------------------------------------------------------------------------------------------
 
 class Mcp:
-    def __init__(self, server: ServerProcess, body_file: Path) -> None:
+    """bench/mcp_server.py: the SDK's MCPServer, and its endpoint for each protocol era."""
+
+    def __init__(self, server: ServerProcess, scratch: Path) -> None:
         self.server = server
         self.url = f"http://{server.target}/mcp"
-        self.body_file = body_file
         # The HTTP parser and event loop uvicorn runs on, as the server reported them: httptools and uvloop are
         # the SDK's best, h11 and asyncio what it falls back to when they are not installed.
         self.server_description = wait_for_line(server, MCP_READY).group(2)
-        self.baseline_name = (MCP_BASELINE.format(version=importlib.metadata.version("mcp"), protocol=MCP_VERSION)
-                              + f", uvicorn {self.server_description}")
+        self.modern = self.endpoint(EchoCall.at(MODERN), scratch)
 
-    def echo_calls(self) -> int:
+    def baseline_name(self, protocol: str = MODERN) -> str:
+        return (MCP_BASELINE.format(version=importlib.metadata.version("mcp"), protocol=protocol)
+                + f", uvicorn {self.server_description}")
+
+    def endpoint(self, call: EchoCall, scratch: Path) -> McpHttpTarget:
+        return McpHttpTarget(self.server, self.url, call, scratch / f"sdk-echo-{call.protocol}.json",
+                             self.echo_counts)
+
+    def echo_counts(self) -> EchoCounts:
+        # echo returns its argument and cannot fail: every run is a success.
         with urllib.request.urlopen(f"http://{self.server.target}/stats", timeout=10) as response:
-            return int(json.load(response)["echo_calls"])
+            return EchoCounts(int(json.load(response)["echo_calls"]), 0)
 
     def load(self, concurrency: int, seconds: float) -> Load:
-        before = self.echo_calls()
-        cpu = self.server.cpu_seconds()
-        headers = [*(f"{k}: {v}" for k, v in MCP_HEADERS.items()), "Mcp-Method: tools/call", "Mcp-Name: echo"]
-        out, loadgen_cpu = run_loadgen([
-            HEY, "-z", f"{seconds}s", "-c", str(concurrency), "-m", "POST", "-D", str(self.body_file),
-            *(arg for header in headers for arg in ("-H", header)), self.url])
-        cpu = self.server.cpu_seconds() - cpu
-        server_calls = self.echo_calls() - before
-        statuses = {int(code): int(n) for code, n in re.findall(r"\[(\d{3})\]\s+(\d+) responses", out)}
-        errors = re.search(r"Error distribution:\n((?:\s+\[\d+\].*\n?)+)", out)
-        total = re.search(r"Total:\s+([0-9.]+) secs", out)
-        ok = statuses.get(200, 0)
-        failures = sum(n for code, n in statuses.items() if code != 200)
-        if failures or errors or total is None or server_calls < ok or ok == 0:
-            raise RuntimeError(f"MCP echo calls failed: hey statuses {statuses}, errors "
-                               f"{errors.group(1) if errors else None}, server ran echo {server_calls} times")
-        return Load(ok, float(total.group(1)), server_calls, cpu, loadgen_cpu)
-
-
-def mcp_request(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": MCP_META}}
+        return self.modern.load(concurrency, seconds)
 
 
 # -- the figures --------------------------------------------------------------------------------------------------
 
-def verify_once(toolhost: ToolhostTarget, mcp: Mcp) -> None:
+def verify_once(toolhost: ToolhostTarget, endpoints: list[McpHttpTarget]) -> None:
     """One echo call read back from each, so a server that answers without echoing fails loudly."""
-    with grpc.insecure_channel(toolhost.server.target) as channel:
-        reply = tool_service_pb2_grpc.ToolServiceStub(channel).CallTool(
-            tool_service_pb2.CallToolRequest(name="echo", arguments_json=json.dumps({"text": TEXT})), timeout=10)
-    if not reply.success or reply.output != TEXT:
-        raise RuntimeError(f"toolhost echo answered {reply}")
-    request = urllib.request.Request(
-        mcp.url, data=json.dumps(mcp_request("tools/call", {"name": "echo", "arguments": {"text": TEXT}})).encode(),
-        headers={**MCP_HEADERS, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}, method="POST")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        result = json.load(response).get("result", {})
-    if result.get("isError") or result.get("content") != [{"type": "text", "text": TEXT}]:
-        raise RuntimeError(f"MCP echo answered {result}")
+    toolhost.check_echo()
+    for endpoint in endpoints:
+        endpoint.check_reply()
 
 
 def call_figures(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, seconds: float,
@@ -157,22 +146,10 @@ def call_figures(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, seconds: float
         runs: dict[str, list[Load]] = {"toolhost": [], "mcp": []}
         measured, baseline = interleave(rounds, recording_qps(runs["toolhost"], toolhost, concurrency, seconds),
                                         recording_qps(runs["mcp"], mcp, concurrency, seconds))
-        extra = {
-            "concurrency": concurrency,
-            "seconds_per_round": seconds,
-            "server_cpu_us_per_call": {name: [round(r.cpu_us_per_call, 1) for r in rs] for name, rs in runs.items()},
-            # The generators' own CPU against the wall time: on this 2-core machine a generator near a full core
-            # (1.0) would be the bottleneck; far below it, the server is.
-            "server_cores_busy": {name: [round(r.server_cpu / r.seconds, 2) for r in rs] for name, rs in runs.items()},
-            "loadgen_cores_busy": {name: [round(r.loadgen_cpu / r.seconds, 2) for r in rs]
-                                   for name, rs in runs.items()},
-            "loadgen_cpu_us_per_call": {name: round(statistics.median(r.loadgen_cpu / r.ok * 1e6 for r in rs), 1)
-                                        for name, rs in runs.items()},
-            "mcp_server": mcp.server_description,
-        }
+        extra = {**load_extra(runs, concurrency, seconds), "mcp_server": mcp.server_description}
         figures.append(Figure.from_rounds(
             key=f"mcp_call_qps_{concurrency}", title=f"CallTool(echo) QPS against the MCP SDK, {concurrency} in flight",
-            unit="QPS", measured=measured, baseline=baseline, baseline_name=mcp.baseline_name,
+            unit="QPS", measured=measured, baseline=baseline, baseline_name=mcp.baseline_name(),
             target=Target.ratio_at_least(5), command=COMMAND,
             note=(f"ghz (1 HTTP/2 connection) against toolhost as configured by default; hey ({concurrency} "
                   "keep-alive connections) POSTing JSON-RPC tools/call to the SDK; every success checked against "
@@ -182,11 +159,69 @@ def call_figures(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, seconds: float
             figures.append(Figure.from_rounds(
                 key="mcp_call_cpu", title="Server CPU per CallTool(echo) against the MCP SDK, 8 in flight",
                 unit="µs/call", measured=[r.cpu_us_per_call for r in runs["toolhost"]],
-                baseline=[r.cpu_us_per_call for r in runs["mcp"]], baseline_name=mcp.baseline_name,
+                baseline=[r.cpu_us_per_call for r in runs["mcp"]], baseline_name=mcp.baseline_name(),
                 target=Target.ratio_at_most(round(1 / 3, 3)), command=COMMAND,
                 note=("user + system CPU of the whole server process (all threads, /proc/PID/stat) over each "
                       "mcp_call_qps_8 round, divided by the calls the server itself counted."),
                 extra={"mcp_server": mcp.server_description}))
+    return figures
+
+
+def load_extra(runs: dict[str, list[Load]], concurrency: int, seconds: float) -> dict[str, Any]:
+    """What each side spent in each round, for a figure's `extra`."""
+    return {
+        "concurrency": concurrency,
+        "seconds_per_round": seconds,
+        "server_cpu_us_per_call": {name: [round(r.cpu_us_per_call, 1) for r in rs] for name, rs in runs.items()},
+        # The generators' own CPU against the wall time: on this 2-core machine a generator near a full core
+        # (1.0) would be the bottleneck; far below it, the server is.
+        "server_cores_busy": {name: [round(r.server_cpu / r.seconds, 2) for r in rs] for name, rs in runs.items()},
+        "loadgen_cores_busy": {name: [round(r.loadgen_cpu / r.seconds, 2) for r in rs] for name, rs in runs.items()},
+        "loadgen_cpu_us_per_call": {name: round(statistics.median(r.loadgen_cpu / r.ok * 1e6 for r in rs), 1)
+                                    for name, rs in runs.items()},
+    }
+
+
+# The issue's target for /mcp: toolhost's CPU per tools/call at most 1.3 times the SDK's, in the same run.
+HTTP_CPU_RATIO = 1.3
+ERA_NAMES = {MODERN: "", HANDSHAKE: "legacy_"}
+
+
+def http_call_figures(toolhost: McpHttpTarget, sdk: McpHttpTarget, mcp: Mcp, rounds: int, seconds: float,
+                      concurrencies: tuple[int, ...]) -> list[Figure]:
+    """toolhost's /mcp against the SDK's MCPServer: the same hey command, body and headers at each, in
+    alternating rounds; QPS per concurrency and, at 8 in flight, server CPU per call."""
+    protocol = toolhost.call.protocol
+    era = ERA_NAMES[protocol]
+    toolhost.load(8, seconds / 4)  # warm-up, unrecorded
+    sdk.load(8, seconds / 4)
+    replies = {"toolhost": f"{toolhost.reply_content_type}, {toolhost.reply_bytes} bytes",
+               "mcp": f"{sdk.reply_content_type}, {sdk.reply_bytes} bytes"}
+    how = (f"hey POSTing the same JSON-RPC tools/call(echo) body with the same headers (protocol {protocol}) to "
+           "toolhost's /mcp (run as `make run` runs it: no auth file) and to the SDK's MCPServer, in alternating "
+           "rounds; every 200 checked against the server's own count of successful echo calls, one reply of "
+           "each read back first.")
+    figures = []
+    for concurrency in concurrencies:
+        runs: dict[str, list[Load]] = {"toolhost": [], "mcp": []}
+        measured, baseline = interleave(rounds, recording_qps(runs["toolhost"], toolhost, concurrency, seconds),
+                                        recording_qps(runs["mcp"], sdk, concurrency, seconds))
+        extra = {**load_extra(runs, concurrency, seconds), "replies": replies, "mcp_server": mcp.server_description}
+        figures.append(Figure.from_rounds(
+            key=f"mcp_http_{era}call_qps_{concurrency}",
+            title=f"/mcp tools/call(echo) QPS against the MCP SDK, protocol {protocol}, {concurrency} in flight",
+            unit="QPS", measured=measured, baseline=baseline, baseline_name=mcp.baseline_name(protocol),
+            target=None, command=COMMAND, note=how, extra=extra))
+        if concurrency == 8:
+            figures.append(Figure.from_rounds(
+                key=f"mcp_http_{era}call_cpu",
+                title=f"Server CPU per /mcp tools/call(echo) against the MCP SDK, protocol {protocol}, 8 in flight",
+                unit="µs/call", measured=[r.cpu_us_per_call for r in runs["toolhost"]],
+                baseline=[r.cpu_us_per_call for r in runs["mcp"]], baseline_name=mcp.baseline_name(protocol),
+                target=Target.ratio_at_most(HTTP_CPU_RATIO), command=COMMAND,
+                note=(f"user + system CPU of the whole server process (all threads, /proc/PID/stat) over each "
+                      f"mcp_http_{era}call_qps_8 round, divided by the echo calls the server itself counted."),
+                extra={"replies": replies, "mcp_server": mcp.server_description}))
     return figures
 
 
@@ -212,7 +247,7 @@ async def list_figure(toolhost: ToolhostTarget, mcp: Mcp, rounds: int, samples: 
 async def _list_rounds(toolhost: ToolhostTarget, bare_server: ServerProcess, mcp: Mcp, rounds: int,
                        samples: int) -> Figure:
     body = json.dumps(mcp_request("tools/list", {})).encode()
-    headers = {**MCP_HEADERS, "Mcp-Method": "tools/list"}
+    headers = mcp_headers(MODERN, "tools/list")
     basic_p50: list[float] = []
     bare_p50: list[float] = []
     sizes: dict[str, int] = {}
@@ -261,7 +296,7 @@ async def _list_rounds(toolhost: ToolhostTarget, bare_server: ServerProcess, mcp
         measured, baseline = await interleave_async(rounds, toolhost_round, mcp_round)
     return Figure.from_rounds(
         key="mcp_list_1000", title="List 1,000 tools (p50) against the MCP SDK's tools/list", unit="ms",
-        measured=measured, baseline=baseline, baseline_name=mcp.baseline_name, target=Target.value_at_most(5),
+        measured=measured, baseline=baseline, baseline_name=mcp.baseline_name(), target=Target.value_at_most(5),
         command=COMMAND,
         note=("toolhost ListTools in the FULL view (input schemas included, as MCP's tools/list always has them), "
               f"page_size 1000, one catalog category; {samples} sequential calls per round from the bench process, "
@@ -284,7 +319,7 @@ def ceiling_figure(protoset: Path, mcp: Mcp, rounds: int, seconds: float) -> Fig
     cpu = {name: [round(r.cpu_us_per_call, 1) for r in rs] for name, rs in runs.items()}
     return Figure.from_rounds(
         key="mcp_ceiling_bare_qps_8", title="The ceiling: a bare grpc.aio echo server against the MCP SDK, 8 in "
-        "flight", unit="QPS", measured=measured, baseline=baseline, baseline_name=mcp.baseline_name, target=None,
+        "flight", unit="QPS", measured=measured, baseline=baseline, baseline_name=mcp.baseline_name(), target=None,
         command=COMMAND,
         note=("bench/bare_server.py (grpc.aio, no toolhost logic) driven by ghz like toolhost: the most any Python "
               "grpc.aio server reaches against the SDK here; server CPU per call of each in extra."),
@@ -325,16 +360,19 @@ def run(quick: bool) -> list[Figure]:
         (root / "data").mkdir()
         write_catalog(root / "catalog", TOOLS)
         build_protoset(root / "toolhost.protoset")
-        body = root / "echo.json"
-        body.write_text(json.dumps(mcp_request("tools/call", {"name": "echo", "arguments": {"text": TEXT}})))
         toolhost_server, mcp_server = start_servers(root)
         with toolhost_server, mcp_server:
-            metrics_port = wait_for_line(toolhost_server, TOOLHOST_HTTP).group(1)
-            toolhost = ToolhostTarget(toolhost_server, f"http://127.0.0.1:{metrics_port}/metrics",
+            http_port = wait_for_line(toolhost_server, TOOLHOST_HTTP).group(1)
+            toolhost = ToolhostTarget(toolhost_server, f"http://127.0.0.1:{http_port}/metrics",
                                       root / "toolhost.protoset")
-            mcp = Mcp(mcp_server, body)
-            verify_once(toolhost, mcp)
+            mcp = Mcp(mcp_server, root)
+            over_http = {protocol: (toolhost_mcp(toolhost, http_port, EchoCall.at(protocol), root),
+                                    mcp.endpoint(EchoCall.at(protocol), root)) for protocol in (MODERN, HANDSHAKE)}
+            verify_once(toolhost, [mcp.modern, *(e for pair in over_http.values() for e in pair)])
             figures = call_figures(toolhost, mcp, rounds, seconds, concurrencies)
+            figures += http_call_figures(*over_http[MODERN], mcp, rounds, seconds, concurrencies)
+            # The handshake era at 8 in flight only: what most hosts speak, measured for the CPU target.
+            figures += http_call_figures(*over_http[HANDSHAKE], mcp, rounds, seconds, (8,))
             figures.append(ceiling_figure(root / "toolhost.protoset", mcp, rounds, seconds))
             figures.append(asyncio.run(list_figure(toolhost, mcp, rounds, 5 if quick else 20, root)))
     # A quick run's figures are reproduced by a quick run.

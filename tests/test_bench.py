@@ -13,7 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness import Figure, Target, interleave
+from bench.harness import BENCH, Figure, ServerProcess, Target, interleave
+from bench.mcp_compare import MCP_READY, Mcp
+from bench.mcp_load import (
+    HANDSHAKE,
+    MODERN,
+    EchoCall,
+    McpHttpTarget,
+    echo_text,
+    mcp_headers,
+    mcp_request,
+    reply_message,
+)
 from bench.report import write_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,3 +99,45 @@ def test_a_quick_run_of_a_group_writes_its_figures(tmp_path):
         assert result["verdict"] in ("met", "MISSED")
     # A quick run only smokes the harness: the committed page keeps the figures of a full run.
     assert page.read_bytes() == committed_page
+
+
+# -- the /mcp figures' checks (bench/mcp_load.py): hey counts HTTP statuses only -------------------------------
+
+def test_the_response_is_found_among_the_events_of_an_sse_reply():
+    # A priming event without data and a progress notification come first; only the response has an id.
+    body = (b"id: 0\nretry: 1000\n\n"
+            b'event: message\ndata: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}\n\n'
+            b'event: message\r\ndata: {"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}],'
+            b'"isError":false}}\r\n\r\n')
+    assert echo_text(reply_message("text/event-stream", body)) == "hello"
+    with pytest.raises(RuntimeError, match="no JSON-RPC response"):
+        reply_message("text/event-stream", b"id: 0\n\n")
+    with pytest.raises(RuntimeError, match="content type 'text/html"):
+        reply_message("text/html; charset=utf-8", b"<html>")
+
+
+def test_a_tool_error_inside_a_200_is_not_echo_text():
+    failed = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "TOOL_FAILED: no"}],
+                                                    "isError": True}}
+    with pytest.raises(RuntimeError, match="failed"):
+        echo_text(failed)
+
+
+@pytest.mark.slow
+def test_the_same_echo_call_reaches_the_sdk_server_in_both_eras_and_an_error_in_a_200_is_refused(tmp_path):
+    with ServerProcess([sys.executable, str(BENCH / "mcp_server.py"), "--tools", "3"], cwd=ROOT,
+                       ready=MCP_READY) as server:
+        mcp = Mcp(server, tmp_path)
+        for protocol in (MODERN, HANDSHAKE):
+            endpoint = mcp.endpoint(EchoCall.at(protocol), tmp_path)
+            endpoint.check_reply()
+            assert endpoint.reply_content_type == "application/json"
+            assert (tmp_path / f"sdk-echo-{protocol}.json").read_bytes() == EchoCall.at(protocol).body
+        assert mcp.echo_counts().ok == 2
+        # An unknown tool is an error inside a 200 (the SDK's MCPServer says isError, toolhost a JSON-RPC error):
+        # what hey would count as a success.
+        unknown = EchoCall(MODERN, mcp_headers(MODERN, "tools/call", "nope"), json.dumps(
+            mcp_request("tools/call", {"name": "nope", "arguments": {"text": "hello"}})).encode())
+        with pytest.raises(RuntimeError, match="Unknown tool: nope"):
+            McpHttpTarget(server, mcp.url, unknown, tmp_path / "nope.json", mcp.echo_counts).check_reply()
+        assert mcp.echo_counts().ok == 2
