@@ -29,8 +29,8 @@ from bench.harness import BENCH, ROOT, Figure
 from bench.report import read_soak, write_markdown, write_plot
 
 # In the order they run: the in-process groups first (they need a quiet machine least), the servers after.
-GROUPS = ("local_costs", "catalog_scale", "workspace_tools", "file_search", "user_tools", "assets", "call_stages",
-          "call_path", "mcp_compare")
+GROUPS = ("local_costs", "catalog_scale", "workspace_tools", "file_search", "user_tools", "assets", "tool_search",
+          "call_stages", "call_path", "mcp_compare")
 RESULTS = BENCH / "results"
 
 

@@ -208,9 +208,10 @@ async def test_lists_kept_under_a_bare_name_before_schema_6_reach_no_caller(
     try:
         with store.begin() as connection:
             # A new database has one version row, the latest: version 5 now, as a database that reached 5 would be,
-            # without what later migrations add (7: tool_versions.details).
+            # without the columns later migrations add (7: tool_versions.details, 9: audit_records.client_trace_id).
             connection.execute(update(schema_version).values(version=5))
             connection.execute(text("ALTER TABLE tool_versions DROP COLUMN details"))
+            connection.execute(text("ALTER TABLE audit_records DROP COLUMN client_trace_id"))
             now = datetime.now(UTC)
             connection.execute(insert(todos), [
                 {"owner": owner, "session": "default", "id": 1, "content": f"kept by the caller named {owner}",

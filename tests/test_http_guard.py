@@ -1,11 +1,12 @@
-"""The HTTP app's browser guard (web/guard.py, issue 23): every route but /healthz, /readyz and /metrics answers
-only the Hosts of http_allowed_hosts (default: loopback names and the bound address, with the bound port) and
-the Origins of http_allowed_origins (default none), takes only JSON bodies and at most max_message_bytes of them.
-The attacks are in tests/security/test_security_http_guard.py."""
+"""The HTTP app's browser guard (web/guard.py, issue 23): every route but /healthz, /readyz and (with a metrics
+token) /metrics answers only the Hosts of http_allowed_hosts (default: loopback names and the bound address, with
+the bound port) and the Origins of http_allowed_origins (default none), takes only JSON bodies and at most
+max_message_bytes of them. The attacks are in tests/security/test_security_http_guard.py."""
 
 from __future__ import annotations
 
 import logging
+import secrets
 
 import httpx
 import pytest
@@ -40,8 +41,9 @@ async def test_the_loopback_names_with_the_bound_port_reach_the_routes():
     assert answers[0].json() == {"bytes": 2} and server.bodies == [2] * 5
 
 
-async def test_a_host_of_another_name_or_port_is_refused_but_probes_and_metrics_answer_it():
-    """Kubelet probes and scrapers dial the pod's IP: health and /metrics answer any Host."""
+async def test_a_host_of_another_name_or_port_is_refused_but_the_health_probes_answer_it():
+    """Kubelet probes dial the pod's IP: health answers any Host. /metrics without a metrics token is the
+    loopback development case, where the Host check keeps a rebinding page from reading tool names."""
     async with guarded_server() as server:
         rebound = f"attacker.example:{server.port}"
         refused = await post(server.url, rebound)
@@ -54,8 +56,21 @@ async def test_a_host_of_another_name_or_port_is_refused_but_probes_and_metrics_
     assert refused.json()["error"] == "host_not_allowed"
     message = refused.json()["message"]
     assert "http_allowed_hosts" in message and "TOOLHOST_HTTP_ALLOWED_HOSTS" in message
-    assert probes == {"/healthz": 200, "/readyz": 200, "/metrics": 200}
+    assert probes == {"/healthz": 200, "/readyz": 200, "/metrics": 403}
     assert server.bodies == []
+
+
+async def test_with_a_metrics_token_metrics_answers_any_host_to_the_token_alone(tmp_path):
+    """Scrapers dial the pod's IP; beyond loopback they send the token, which no rebinding page has."""
+    token = secrets.token_urlsafe(32)
+    (tmp_path / "metrics-token").write_text(token + "\n")
+    async with guarded_server(metrics_token_file=str(tmp_path / "metrics-token")) as server:
+        headers = {"host": f"10.1.2.3:{server.port}"}
+        async with httpx.AsyncClient(timeout=HANG_GUARD_SECONDS) as client:
+            without = await client.get(server.url + "/metrics", headers=headers)
+            scraped = await client.get(server.url + "/metrics",
+                                       headers={**headers, "authorization": f"Bearer {token}"})
+    assert (without.status_code, scraped.status_code) == (401, 200)
 
 
 async def test_a_request_without_host_is_refused():

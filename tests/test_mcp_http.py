@@ -10,8 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import shutil
 import signal
 import ssl
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -456,3 +460,75 @@ async def test_over_mutual_tls_the_client_ca_alone_admits_and_an_auth_file_wants
             async with mcp_client(mcp.url, era="legacy", tls=tls) as client:
                 result = await client.call_tool("echo_one", {"name": "mtls"})
             assert result.content[0].text == "Hello, mtls."  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_draining_server_answers_a_call_with_a_retryable_protocol_error(mcp, server, tokens, era):
+    """Not a tool failure the model reads: an error the host retries, on another replica, as gRPC's UNAVAILABLE."""
+    async with mcp_client(mcp.url, tokens.admin, era=era) as client:
+        server.toolhost.pipeline.stop_accepting()
+        with pytest.raises(MCPError) as refused:
+            await client.call_tool("record", {"name": "late"})
+    assert refused.value.error.code == types.INTERNAL_ERROR
+    assert refused.value.error.message == "the server is shutting down; retry on another replica"
+
+
+CLIENT_LOGGERS = ("mcp.client", "client", "httpx", "httpcore")
+
+
+async def test_at_debug_level_no_result_or_request_body_reaches_the_log(mcp, tokens, caplog):
+    """sse_starlette logs every chunk it sends at DEBUG, and the SDK logs malformed frames: tool results (file
+    contents, database rows) would reach the log ring, the log database and LogService readers."""
+    caplog.set_level(logging.DEBUG)
+    marker_text = "result-text-that-stays-out-of-the-log"
+    async with mcp_client(mcp.url, tokens.admin, era="legacy") as client:
+        result = await client.call_tool("record", {"name": marker_text[:20]})
+        assert result.is_error is False
+    await post_jsonrpc(mcp.url, b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": "' + b"q" * 64
+                       + b'"}', tokens.admin)
+    # The test's own client logs what it receives: only the server's side counts.
+    server_side = [record for record in caplog.records if not record.name.startswith(CLIENT_LOGGERS)]
+    logged = "\n".join(record.getMessage() for record in server_side)
+    assert any(record.levelno == logging.DEBUG and record.name.startswith("mcp.server") for record in server_side), \
+        "no DEBUG line of the SDK's server was captured: the test would prove nothing"
+    assert marker_text[:20] not in logged and "q" * 64 not in logged
+
+
+@pytest.mark.server
+async def test_toolhost_serve_gives_an_mcp_call_the_same_shutdown_grace_as_grpc(tmp_path):
+    """gRPC's stop returns at once when no RPC runs; the MCP call in flight still gets the grace, and its
+    result. The tool waits on a FIFO until the test releases it, once the server says it is waiting."""
+    mark = marker()
+    # Where the tool's user (nobody, when the server runs as root) can reach it: tmp_path is root's alone.
+    fifos = Path(tempfile.mkdtemp(prefix="toolhost-test-fifo-"))
+    fifos.chmod(0o755)
+    release = fifos / "release"
+    os.mkfifo(release)
+    release.chmod(0o666)
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    script = f"#!/bin/bash\nread line < {release}\necho \"released: $line\"\n"
+    add_tool(catalog, "waiter", {"type": "script", "script": script},
+             "  - {name: mark, type: string, required: true}\n")
+    process = ServerProcess("--catalog-dir", str(catalog), "--shutdown-delay-seconds", "0",
+                            "--shutdown-grace-seconds", "60", "--kill-grace-seconds", "0.2")
+    try:
+        await process.start()
+        http_port = int((await process.wait_for_log(rb"serving HTTP \(/mcp, .* on 127\.0\.0\.1:(\d+)")).group(1))
+        async with mcp_client(f"http://127.0.0.1:{http_port}/mcp", era="legacy") as client:
+            call = asyncio.ensure_future(client.call_tool("waiter", {"mark": mark}))
+            await eventually(lambda: bool(leftover_processes(mark)), "the tool's process to start")
+            assert process.process is not None
+            process.process.send_signal(signal.SIGTERM)
+            await process.wait_for_log(rb"waiting up to \d+\.\ds more for 1 calls over HTTP")
+            writer = os.open(release, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO if the tool was already stopped
+            try:
+                os.write(writer, b"go\n")
+            finally:
+                os.close(writer)
+            result = await within(call, "the answer to the call the grace let finish")
+        assert result.is_error is False and result.content[0].text.strip() == "released: go"  # type: ignore[union-attr]
+        assert await process.wait() == 0
+    finally:
+        await process.stop()
+        shutil.rmtree(fifos)

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
 import pytest
 from mcp.client import Client
+from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared.exceptions import MCPError
 
 from toolhost_server.auth import ANONYMOUS
+from toolhost_server.mcp.backend import CallArguments, CallOutcome, ProgressReport, ToolPage
 from toolhost_server.mcp.local_backend import PAGE_SIZE, LocalBackend
 from toolhost_server.mcp.protocol_server import (
     CALL_ID_META_KEY,
@@ -171,7 +174,52 @@ async def test_a_cursor_the_server_did_not_issue_is_invalid_params(served, mode)
         with pytest.raises(MCPError) as raised:
             await client.list_tools(cursor="forged")
     assert raised.value.error.code == types.INVALID_PARAMS
-    assert "start again without a cursor" in raised.value.error.message
+    # MCP's word once, and how to recover: not gRPC's page_token.
+    message = raised.value.error.message
+    assert message.count("cursor") == 1 and "page_token" not in message
+    assert "list again from the first page" in message
+
+
+class FailingBackend:
+    """A backend whose every answer fails with a text the caller must not see."""
+
+    async def list_tools(self, cursor: str) -> ToolPage:
+        raise RuntimeError(f"listing broke at {HIDDEN_DETAIL}")
+
+    async def call(self, request: CallArguments, progress: ProgressReport | None) -> CallOutcome:
+        raise RuntimeError(f"call broke at {HIDDEN_DETAIL}")
+
+    async def tool_changes(self) -> AsyncIterator[None]:
+        raise RuntimeError(f"watch broke at {HIDDEN_DETAIL}")
+        yield
+
+
+HIDDEN_DETAIL = "/srv/secret/internal-path"
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_failure_inside_the_server_is_masked_on_every_method_and_logged(mode, caplog):
+    """The handshake era would send an unexpected exception's text to the client: every handler masks it."""
+    server = build_mcp_server(lambda ctx: FailingBackend(), version="test")
+    errors = []
+    async with Client(server, mode=mode) as client:
+        for attempt in (client.list_tools(), client.call_tool("anything", {})):
+            with pytest.raises(MCPError) as raised:
+                await attempt
+            errors.append(raised.value.error)
+        if mode != "legacy":  # subscriptions/listen is the sessionless era's; it fails after the acknowledgement
+            with pytest.raises(SubscriptionLost) as lost:
+                async with client.listen(tools_list_changed=True) as stream:
+                    async for _ in stream:
+                        pass
+            assert isinstance(lost.value.__cause__, MCPError)
+            errors.append(lost.value.__cause__.error)
+    assert len(errors) == (2 if mode == "legacy" else 3)
+    for error in errors:
+        assert error.code == types.INTERNAL_ERROR and HIDDEN_DETAIL not in error.message
+        assert "the server's log has the details" in error.message
+    logged = [record for record in caplog.records if record.exc_info and HIDDEN_DETAIL in str(record.exc_info[1])]
+    assert len(logged) == len(errors)
 
 
 def traceparent(trace_id: str, span_id: str) -> str:

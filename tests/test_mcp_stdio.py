@@ -308,7 +308,7 @@ async def test_a_cursor_the_server_did_not_issue_is_invalid_params(served, mode)
         with pytest.raises(MCPError) as raised:
             await b.client.list_tools(cursor="forged")
     assert raised.value.error.code == types.INVALID_PARAMS
-    assert "start again without a cursor" in raised.value.error.message
+    assert "list again from the first page" in raised.value.error.message
 
 
 @pytest.mark.parametrize("mode", ERAS)

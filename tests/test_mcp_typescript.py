@@ -208,7 +208,7 @@ async def test_lists_every_page_of_the_tools_the_token_sees(agent, server, token
 async def test_a_cursor_the_server_did_not_issue_is_invalid_params(agent):
     error = await agent.error("list", cursor="not-a-cursor")
     assert (error["type"], error["code"]) == ("McpError", -32602), error
-    assert "start again without a cursor" in error["message"]
+    assert "list again from the first page" in error["message"]
 
 
 async def test_a_call_returns_text_and_structured_content_that_fits_the_output_schema(agent):

@@ -281,8 +281,10 @@ async def test_toolhost_serve_records_both_listeners_and_the_http_routes():
             output = await inspect(client)
             only_http = await inspect(client, kind="http")
         routes = {route["path"]: route for route in output["routes"]}
-        assert set(routes) == {"/mcp", "/metrics", "/healthz", "/readyz"}
+        assert set(routes) == {"/mcp", "/metrics", "/healthz", "/readyz", "/ai/tools/list", "/ai/tools/search",
+                               "/ai/tools/execute", "/ai/tools/reload", "/openapi.json"}
         assert (routes["/mcp"]["methods"], routes["/mcp"]["required_right"]) == (["POST"], "authenticated")
+        assert routes["/ai/tools/reload"]["required_right"] == "admin"
         assert "toolhost.v1.ToolService/CallTool" in methods_of(output)
         assert output["addresses"] == [{"kind": "grpc", "address": f"127.0.0.1:{port}", "tls": False},
                                        {"kind": "http", "address": f"127.0.0.1:{http_port}", "tls": False}]

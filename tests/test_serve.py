@@ -312,3 +312,50 @@ async def test_the_server_process_is_not_dumpable(served, tmp_path):
         response = await tool_service_pb2_grpc.ToolServiceStub(channel).CallTool(
             tool_service_pb2.CallToolRequest(name="dumpable"))
     assert response.success and response.output == "false"
+
+
+async def hold_a_request_open(http_port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection the server has served once (so it is past accept), then holding a /mcp request whose body
+    stops at 10 of its 100 bytes: what a client that never finishes its body does."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", http_port)
+    host = f"Host: 127.0.0.1:{http_port}\r\n"
+    writer.write(f"GET /healthz HTTP/1.1\r\n{host}\r\n".encode())
+    assert (await reader.readuntil(b"ok\n")).startswith(b"HTTP/1.1 200")
+    writer.write(f"POST /mcp HTTP/1.1\r\n{host}Content-Type: application/json\r\nAccept: application/json, "
+                 "text/event-stream\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"".encode())
+    await writer.drain()
+    return reader, writer
+
+
+@pytest.mark.server
+async def test_a_client_that_never_finishes_its_body_does_not_hold_up_the_exit(served):
+    """Without a bound, uvicorn waits for every open request: one connection held the process until SIGKILL.
+    The exit comes from the stop's own bound (kill grace + 1 s), long before the guard's 30 s body deadline
+    would have answered the client 408."""
+    server = await served("--shutdown-delay-seconds", "0", "--shutdown-grace-seconds", "0.2",
+                          "--kill-grace-seconds", "0.2")
+    http_port = int((await server.wait_for_log(rb"serving HTTP \(/mcp, .* on 127\.0\.0\.1:(\d+)")).group(1))
+    reader, writer = await hold_a_request_open(http_port)
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    assert await server.wait() == 0
+    assert b"408" not in await reader.read()  # cut off by the exit, not answered by the body deadline
+    writer.close()
+
+
+@pytest.mark.server
+async def test_a_second_signal_stops_the_http_listener_waiting_for_a_client(served):
+    """With a long kill grace the HTTP listener would wait for the held request; a second SIGTERM, as for gRPC's
+    grace, stops the wait at once."""
+    server = await served("--shutdown-delay-seconds", "0", "--shutdown-grace-seconds", "0.2",
+                          "--kill-grace-seconds", "60")
+    http_port = int((await server.wait_for_log(rb"serving HTTP \(/mcp, .* on 127\.0\.0\.1:(\d+)")).group(1))
+    reader, writer = await hold_a_request_open(http_port)
+    assert server.process is not None
+    server.process.send_signal(signal.SIGTERM)
+    await server.wait_for_log(rb"Waiting for connections to close")
+    server.process.send_signal(signal.SIGTERM)
+    assert await server.wait() == 0
+    assert b"408" not in await reader.read()
+    assert b"stopping now" in server.log
+    writer.close()

@@ -18,6 +18,6 @@ for dir in "$@"; do
       echo "generated file without a proto: $dir/$file (run make generate)"
       status=1
     fi
-  done < <(cd "$dir" && find . -type f \( -name '*_pb2*' -o -name '*.pb.go' -o -name '*_pb.ts' \) | sed "s|^\./||" | sort)
+  done < <(cd "$dir" && find . -type f -not -path '*/__pycache__/*' \( -name '*_pb2*' -o -name '*.pb.go' -o -name '*_pb.ts' \) | sed "s|^\./||" | sort)
 done
 exit $status

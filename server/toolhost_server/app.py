@@ -42,6 +42,7 @@ from .search.metrics import SearchIndexCollector
 from .search.service import SearchService
 from .telemetry import Tracing
 from .telemetry.metrics import ToolhostMetrics
+from .tool_search import ToolSearch
 from .tools.base import ToolServices
 from .user_tools.identity import user_tools_refusal
 from .watcher import CatalogWatcher
@@ -74,6 +75,8 @@ class Toolhost:
         # Where each setting came from (load_config_with_sources); a Config built in code says "program".
         self.config_sources = config_sources or ConfigSources.of_program(config)
         self.registry = Registry()
+        # SearchTools' intents and ranked index, prepared for each generation as the registry builds it.
+        self.tool_search = ToolSearch(self.registry)
         # One redactor for outputs and logs; it learns the credential values calls resolve.
         self.redactor = LearningRedactor(Redactor(extra_secret_keys=config.redact_keys))
         # From the OTEL_* variables; this server's own provider, its exported spans redacted by that redactor.
@@ -112,6 +115,7 @@ class Toolhost:
                 process_identity=config.process_identity(),
                 max_output_bytes=config.max_output_bytes,
                 search=self.search,
+                tool_search=self.tool_search,
                 surface=self.surface,
                 introspection=self.introspection,
                 databases=self.databases,

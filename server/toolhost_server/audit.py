@@ -22,6 +22,7 @@ from .sanitize import REDACTED_BY, LearningRedactor, Redactor, current_redactor
 
 logger = logging.getLogger("toolhost.audit")
 _MESSAGE = "call tool=%s caller=%s outcome=%s duration_ms=%.1f call_id=%s argument_keys=%s"
+_MESSAGE_WITH_CLIENT_TRACE_ID = _MESSAGE + " client_trace_id=%s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,8 @@ class AuditRecord:
     argument_keys: tuple[str, ...]
     # How many keys the arguments had: `argument_keys` keeps at most 64 (request_checks.recorded_keys).
     argument_key_count: int = 0
+    # The caller's own correlation id, when it sent one that is no W3C trace id (the REST API's trace_id).
+    client_trace_id: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         # Spelled out: dataclasses.asdict deep-copies every field, which cost more than the rest of the log line.
@@ -47,7 +50,7 @@ class AuditRecord:
             "time": self.time.isoformat(), "caller": self.caller, "auth_method": self.auth_method, "tool": self.tool,
             "call_id": self.call_id, "trace_id": self.trace_id, "duration_ms": self.duration_ms,
             "outcome": self.outcome, "argument_keys": list(self.argument_keys),
-            "argument_key_count": self.argument_key_count,
+            "argument_key_count": self.argument_key_count, "client_trace_id": self.client_trace_id,
         }
 
 
@@ -60,7 +63,8 @@ _TUPLE_SLOT_BYTES = 8
 
 def estimated_size(record: AuditRecord) -> int:
     """Roughly the memory `record` holds, in bytes: what store_buffer_bytes counts."""
-    texts = (record.caller, record.auth_method, record.tool, record.call_id, record.trace_id, record.outcome)
+    texts = (record.caller, record.auth_method, record.tool, record.call_id, record.trace_id, record.outcome,
+             record.client_trace_id)
     keys = record.argument_keys
     return (_RECORD_OVERHEAD_BYTES + sum(map(sys.getsizeof, texts)) + sum(map(sys.getsizeof, keys))
             + _TUPLE_SLOT_BYTES * len(keys))
@@ -121,18 +125,22 @@ class AuditTrail:
         extra: dict[str, Any] = {"audit": fields, EXTRAS_FINAL: True}  # `fields` is this record's alone
         if self._redactor is not None:
             redactor = current_redactor(self._redactor)
-            # What the caller chose (its identity, the tool name it asked for, its call id and argument keys);
-            # the rest the server wrote: times, hex trace ids, outcome codes.
-            untrusted = (entry.caller, entry.tool, entry.call_id, *entry.argument_keys)
+            # What the caller chose (its identity, the tool name it asked for, its call and client trace ids and
+            # argument keys); the rest the server wrote: times, hex trace ids, outcome codes.
+            untrusted = (entry.caller, entry.tool, entry.call_id, entry.client_trace_id, *entry.argument_keys)
             if any(map(redactor.find_spans, untrusted)):  # rarely: most calls' fields hold no trigger at all
-                caller, tool, call_id, *keys = redactor.redact_value(untrusted).value
-                fields.update(caller=caller, tool=tool, call_id=call_id, argument_keys=keys)
+                caller, tool, call_id, client_trace_id, *keys = redactor.redact_value(untrusted).value
+                fields.update(caller=caller, tool=tool, call_id=call_id, client_trace_id=client_trace_id,
+                              argument_keys=keys)
             extra[REDACTED_BY] = redactor
         # Made here and handed to the handlers: logger.info would first walk the stack to find the calling line,
         # which is always this one.
-        args = (fields["tool"], fields["caller"], fields["outcome"], fields["duration_ms"], fields["call_id"],
-                ",".join(fields["argument_keys"]) or "-")
-        logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, _MESSAGE, args, None, "_log", extra))
+        args: tuple[Any, ...] = (fields["tool"], fields["caller"], fields["outcome"], fields["duration_ms"],
+                                 fields["call_id"], ",".join(fields["argument_keys"]) or "-")
+        message = _MESSAGE
+        if entry.client_trace_id:
+            message, args = _MESSAGE_WITH_CLIENT_TRACE_ID, (*args, fields["client_trace_id"])
+        logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, args, None, "_log", extra))
 
     async def close(self) -> None:
         """Stop the writer after storing what is waiting."""

@@ -429,13 +429,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("grpc_address", "TCP address of the gRPC server (host:port)", _address),
     Setting("http_address", "HTTP address of /metrics, /healthz and /readyz (host:port; empty: no HTTP listener)",
             _optional_address, empty_is_a_value=True),
-    Setting("http_allowed_hosts", "Host headers the HTTP routes other than /healthz, /readyz and /metrics answer "
+    Setting("http_allowed_hosts", "Host headers the HTTP routes other than /healthz, /readyz and /metrics (when "
+            "it needs a metrics token or client certificate) answer "
             "(comma-separated; others get 403, against DNS rebinding): host:port exactly, host alone for the "
             "scheme's default port, host:* for any port, or '*' alone for any Host (no protection); default: the "
             "bound address, localhost, 127.0.0.1 and [::1] with the bound port", _allowed_hosts),
     Setting("http_allowed_origins", "Origin headers the HTTP routes other than /healthz, /readyz and /metrics "
-            "answer, as scheme://host[:port] (comma-separated; 'null' is never allowed); default none: a request "
-            "from a web page gets 403", _allowed_origins),
+            "(when it needs a metrics token or client certificate) answer, as scheme://host[:port] "
+            "(comma-separated; 'null' is never allowed); default none: a request from a web page gets 403",
+            _allowed_origins),
     Setting("unix_socket", "also listen on this unix socket path", str),
     Setting("catalog_dirs", "catalog directory (repeatable; colon-separated in the environment); the bundled "
             "example catalog is used when none is given", _list(":")),

@@ -135,7 +135,7 @@ class ToolSpec:
     examples: tuple[Example, ...] = ()
     annotations: Annotations = Annotations()
     credentials: tuple[str, ...] = ()
-    intents: tuple[str, ...] = ()
+    intents: tuple[Intent, ...] = ()
     # Another name of the tool `alias_of` (drowcoder's `load` for `read`): a registry entry of its own over the
     # same code, with its target's category and rights; a grant of the target's name grants the alias too.
     alias_of: str = ""
@@ -178,7 +178,7 @@ class ToolSpec:
                     self.max_concurrency,
                     self.max_output_bytes,
                     self.tags,
-                    [[e.description, e.arguments] for e in self.examples],
+                    [_example_key(e) for e in self.examples],
                     [
                         self.annotations.read_only,
                         self.annotations.destructive,
@@ -186,7 +186,7 @@ class ToolSpec:
                         self.annotations.open_world,
                     ],
                     self.credentials,
-                    self.intents,
+                    [[i.pattern, dict(i.arguments)] for i in self.intents],
                     self.alias_of,
                     self.grant_by_name_only,
                     self.system_prompt,
@@ -194,6 +194,12 @@ class ToolSpec:
             )
             object.__setattr__(self, "_content_hash", value)
         return value
+
+
+def _example_key(e: Example) -> list[Any]:
+    # All of it: a reload that changed only an example's `expect:` must still serve the new one.
+    subset = None if e.expect.structured_subset is NO_DEFAULT else ["subset", e.expect.structured_subset]
+    return [e.description, e.arguments, e.expect.success, e.expect.output_contains, subset, e.skip_check]
 
 
 def _parameter_key(p: Parameter) -> list[Any]:

@@ -70,7 +70,9 @@ class CallRequest:
 
     `caller_timeout_seconds` is what is left of the caller's deadline (None: no deadline). `caller` is who
     asked, as the surface authenticated it (by default anonymous with full rights). `result_format` is how the
-    caller wants the result written (by default as the tool made it).
+    caller wants the result written (by default as the tool made it). `client_trace_id` is the caller's own
+    correlation id when it is no W3C trace id (the REST API's `trace_id`; at most 128 printable ASCII characters,
+    which that surface checks): kept in the audit record beside the call's trace id.
     """
 
     name: str
@@ -82,6 +84,7 @@ class CallRequest:
     trace_headers: Mapping[str, str] = field(default_factory=dict)
     caller: Caller = ANONYMOUS
     result_format: ResultFormat = DEFAULT_RESULT_FORMAT
+    client_trace_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,7 +275,8 @@ class CallPipeline:
                 self._audit.record(AuditRecord(
                     time=started_at, caller=caller.name, auth_method=caller.method.value, tool=name,
                     call_id=call_id, trace_id=trace_id, duration_ms=seconds * 1000, outcome=outcome,
-                    argument_keys=argument_keys, argument_key_count=key_count))
+                    argument_keys=argument_keys, argument_key_count=key_count,
+                    client_trace_id=request.client_trace_id))
                 if served:
                     truncated = result.outcome.truncated if result is not None else False
                     redacted = result.redacted if result is not None else False

@@ -31,7 +31,8 @@ from .mcp.http_endpoint import McpHttpEndpoint
 from .sanitize import LearningRedactor, RedactingLogFilter, Redactor
 from .store.errors import StoreSchemaError
 from .telemetry import TracingConfigError
-from .web.server import create_http_server
+from .web.rest import RestApi
+from .web.server import HttpServer, create_http_server
 
 logger = logging.getLogger("toolhost")
 
@@ -124,18 +125,19 @@ async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
                 f" and unix:{config.unix_socket}" if config.unix_socket else "")
     http = None
     mcp = None
+    rest = RestApi(toolhost)
     if config.http_address:
         try:
             mcp = McpHttpEndpoint(toolhost)
             http = create_http_server(config, toolhost.metrics, lambda: toolhost.pipeline.accepting,
-                                      toolhost.surface, routes=[mcp.route], services=[mcp.running()])
+                                      toolhost.surface, routes=[mcp.route, *rest.routes], services=[mcp.running()])
             http_port = await http.start()
         except OSError as exc:
             logger.error("cannot start: %s", exc)
             await server.stop(0)
             await toolhost.close()
             return 1
-        logger.info("toolhost serving HTTP (/mcp, /metrics, /healthz, /readyz) on %s:%d%s",
+        logger.info("toolhost serving HTTP (/mcp, /ai/tools, /openapi.json, /metrics, /healthz, /readyz) on %s:%d%s",
                     config.http_address.rpartition(":")[0], http_port, http.protection)
 
     loop = asyncio.get_running_loop()
@@ -161,22 +163,55 @@ async def _serve_configured(config: Config, toolhost: Toolhost) -> int:
     toolhost.logs.stop_following()
     grace = 0.0 if force_stop.is_set() else config.shutdown_grace_seconds
     logger.info("refusing new calls; waiting up to %.1fs for calls in flight", grace)
-    stopping = asyncio.ensure_future(server.stop(grace))
-    forced = asyncio.ensure_future(force_stop.wait())
-    await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
-    if not stopping.done():
-        await server.stop(0)  # a second signal during the grace: cancel the calls still running now
-    await stopping
-    forced.cancel()
+    await _drain(server, toolhost, grace, force_stop)
     if mcp is not None:
         mcp.calls.stop_all()  # MCP calls still running after the grace are cancelled, as gRPC's just were
+    rest.stop_calls()  # and REST's
     # Calls cancelled at the end of the grace are still stopping their processes; let them finish.
     if not await toolhost.pipeline.wait_idle(config.kill_grace_seconds + 5):
         logger.warning("%d calls were still stopping when the server exited", toolhost.pipeline.in_flight)
     if http is not None:
-        await http.stop()
+        await _stop_http(http, force_stop)
     await toolhost.close()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.remove_signal_handler(signum)
     logger.info("stopped")
     return 0
+
+
+async def _drain(server: GrpcServer, toolhost: Toolhost, grace: float, force_stop: asyncio.Event) -> None:
+    """Give the calls in flight on every surface up to `grace` seconds to finish, then cancel gRPC's (the
+    caller cancels the others'). A second signal (`force_stop`) ends the grace at once."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace
+    stopping = asyncio.ensure_future(server.stop(grace))
+    forced = asyncio.ensure_future(force_stop.wait())
+    try:
+        await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
+        if not stopping.done():
+            await server.stop(0)  # a second signal during the grace: cancel the calls still running now
+        await stopping
+        if force_stop.is_set():
+            return
+        # gRPC's stop returns once no RPC is left, at once when only /mcp or REST calls run: the pipeline
+        # counts the calls of every surface, and they get what is left of the same grace.
+        left = max(0.0, deadline - loop.time())
+        if toolhost.pipeline.in_flight:
+            logger.info("gRPC drained; waiting up to %.1fs more for %d calls over HTTP (/mcp, REST)", left,
+                        toolhost.pipeline.in_flight)
+        idle = asyncio.ensure_future(toolhost.pipeline.wait_idle(left))
+        await asyncio.wait({idle, forced}, return_when=asyncio.FIRST_COMPLETED)
+        idle.cancel()
+    finally:
+        forced.cancel()
+
+
+async def _stop_http(http: HttpServer, force_stop: asyncio.Event) -> None:
+    """Stop the HTTP listener, which waits a while for open requests; a second signal stops it at once."""
+    stopping = asyncio.ensure_future(http.stop())
+    forced = asyncio.ensure_future(force_stop.wait())
+    await asyncio.wait({stopping, forced}, return_when=asyncio.FIRST_COMPLETED)
+    forced.cancel()
+    if not stopping.done():
+        http.exit_now()
+    await stopping

@@ -230,7 +230,7 @@ async def test_renewed_tls_files_are_used_for_the_next_https_connection(http_ser
      b"refusing to serve /metrics on http_address 0.0.0.0:0 to anyone who reaches it"),
     # The metrics token guards /metrics only: /mcp calls tools, so it needs the callers' authentication too.
     (("--tls-cert-file", "CERT", "--tls-key-file", "KEY", "--metrics-token-file", "TOKEN"),
-     b"refusing to serve /mcp on http_address 0.0.0.0:0 without authentication"),
+     b"refusing to serve /mcp and /ai/tools on http_address 0.0.0.0:0 without authentication"),
 ])
 @pytest.mark.server
 async def test_a_non_loopback_http_address_without_tls_and_authentication_is_refused(tmp_path, pki, extra, message):

@@ -2,21 +2,35 @@
 tools of a loopback toolhost: by DNS rebinding (its own name resolving to 127.0.0.1, so the browser sends the
 attacker's Host), by a cross-site request (the browser sends the page's Origin, or "null" from a sandboxed
 frame or a file), by a "simple" request that needs no CORS preflight (text/plain or form bodies); and nobody
-may make the server buffer more than max_message_bytes of a body. Each refusal must happen before the route
-runs: /echo records every body it was given."""
+may make the server buffer more than max_message_bytes of a body, nor hold a connection with a body that never
+ends, nor open connections without end. Each refusal must happen before the route runs: /echo records every
+body it was given."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
 import httpx
 import pytest
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import Message, Scope
 
-from toolhost_server.web.app import PROBE_PATHS
+from toolhost_server.auth.rights import Right
+from toolhost_server.config import Config
+from toolhost_server.telemetry.metrics import ToolhostMetrics
+from toolhost_server.web.app import PROBE_PATHS, create_http_app, requires
 from toolhost_server.web.guard import RequestGuard
 from toolhost_server.web.guard_rules import GuardSettings
+from toolhost_server.web.server import HttpServer, max_http_connections
 
 from helpers.guarded_http import chunk, guarded_server, raw_request
-from helpers.waiting import HANG_GUARD_SECONDS
+from helpers.waiting import HANG_GUARD_SECONDS, within
 
 
 def post_head(host: str, *more: str, path: str = "/echo", length: int | str = 2) -> str:
@@ -205,3 +219,113 @@ async def test_a_websocket_handshake_from_a_rebound_page_is_closed_before_the_ap
     assert [message["type"] for message in sent] == ["websocket.close", "websocket.close"]
     assert {message["code"] for message in sent} == {1008}
     assert len(reached) == 1
+
+
+# --- Bodies: nothing read ahead of the route, no body that stalls, no connections without end ----------------
+
+@asynccontextmanager
+async def serving(*routes: Route, **options: Any) -> AsyncIterator[int]:
+    """An HttpServer with `routes` (behind the guard) and HttpServer `options`, on a free port of 127.0.0.1."""
+    http = HttpServer(create_http_app(ToolhostMetrics(), lambda: True, routes=routes), "127.0.0.1:0", **options)
+    port = await http.start()
+    try:
+        yield port
+    finally:
+        await http.stop()
+
+
+def guarded(methods: list[str], endpoint: Any) -> Route:
+    """A route at /<endpoint's name, dashed> behind the guard."""
+    return Route("/" + endpoint.__name__.replace("_", "-"), requires(Right.NONE, endpoint), methods=methods)
+
+
+async def answer_without_reading(request: Request) -> Response:
+    return JSONResponse({"read": False})
+
+
+async def read_body(request: Request) -> Response:
+    return JSONResponse({"bytes": len(await request.body())})
+
+
+async def where_from(request: Request) -> Response:
+    assert request.client is not None
+    return JSONResponse({"client": request.client.host, "scheme": request.url.scheme})
+
+
+async def test_the_guard_reads_no_body_ahead_of_the_route():
+    """A chunked body that never ends: the route answers without reading it, and the connection closes so that
+    nothing more of it is read. A guard that buffered the body first (for a route that authenticates first, a
+    client without credentials) would wait for it, and hang this test."""
+    async with serving(guarded(["POST"], answer_without_reading)) as port:
+        head = (f"POST /answer-without-reading HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        answer = await raw_request(port, head, chunk(b"x" * 1000))
+    assert answer.status == 200 and answer.body.endswith(b'{"read":false}')
+    assert b"connection: close" in answer.head.lower()
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+async def test_a_body_that_stops_arriving_is_answered_408_and_the_connection_closed(framing):
+    """10 bytes of a declared 100, or a chunked body without its last chunk: the client then sends nothing. The
+    guard's deadline (here 0.5 s) ends the wait instead of the connection being held for ever."""
+    async with serving(guarded(["POST"], read_body), guard=GuardSettings(body_seconds=0.5)) as port:
+        framing_header = "Content-Length: 100" if framing == "length" else "Transfer-Encoding: chunked"
+        head = (f"POST /read-body HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                f"{framing_header}\r\n\r\n")
+        answer = await raw_request(port, head, b'{"jsonrpc"' if framing == "length" else chunk(b'{"jsonrpc"'))
+    assert answer.status == 408 and b'"request_timeout"' in answer.body
+    assert b"send the whole body" in answer.body
+    assert b"connection: close" in answer.head.lower()
+
+
+async def test_a_body_that_arrives_whole_in_time_reaches_the_route():
+    async with serving(guarded(["POST"], read_body), guard=GuardSettings(body_seconds=5)) as port, \
+            httpx.AsyncClient(timeout=HANG_GUARD_SECONDS) as client:
+        answer = await client.post(f"http://127.0.0.1:{port}/read-body", json={"a": "b" * 5000})
+    assert answer.status_code == 200 and answer.json() == {"bytes": len(b'{"a":"' + b"b" * 5000 + b'"}')}
+
+
+async def test_connections_past_the_limit_are_refused_503_until_one_closes():
+    """Two connections stall in their bodies; with max_connections 3 (uvicorn counts the new connection too) the
+    next request is answered 503 at once."""
+    entered = asyncio.Semaphore(0)
+
+    async def stall(request: Request) -> Response:
+        entered.release()
+        return await read_body(request)
+
+    async with serving(guarded(["POST"], stall), max_connections=3) as port:
+        head = (f"POST /stall HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+                "Content-Length: 100\r\n\r\n{").encode()
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        for _, writer in held:
+            writer.write(head)
+            await writer.drain()
+        for _ in held:
+            await within(entered.acquire(), "a held request to reach its route")
+        refused = await raw_request(port, post_head(f"127.0.0.1:{port}", path="/stall") + "{}")
+        for _, writer in held:
+            writer.close()
+            await writer.wait_closed()
+
+        async def served_again() -> None:
+            # The server notices the closed connections on its own time: no event says when.
+            while (await raw_request(port, post_head(f"127.0.0.1:{port}", path="/stall") + "{}")).status != 200:
+                await asyncio.sleep(0.01)
+
+        await within(served_again(), "a request once the held connections closed")
+    assert refused.status == 503
+
+
+def test_the_connection_limit_leaves_room_for_every_call_and_listen_stream():
+    config = dataclasses.replace(Config(), max_in_flight_calls=3)
+    assert max_http_connections(config) > 2 * config.max_in_flight_calls
+
+
+async def test_forwarded_headers_from_a_local_process_rewrite_neither_address_nor_scheme():
+    """uvicorn trusts X-Forwarded-* from 127.0.0.1 by default: a local process could then pose as another
+    client address (the owner of /mcp's posted cancels) or as HTTPS."""
+    async with serving(guarded(["GET"], where_from)) as port, httpx.AsyncClient(timeout=HANG_GUARD_SECONDS) as client:
+        answer = await client.get(f"http://127.0.0.1:{port}/where-from", headers={
+            "X-Forwarded-For": "203.0.113.9", "X-Forwarded-Proto": "https", "Forwarded": "for=203.0.113.9"})
+    assert answer.json() == {"client": "127.0.0.1", "scheme": "http"}

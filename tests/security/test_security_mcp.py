@@ -6,22 +6,41 @@ a missing one."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+from contextlib import AsyncExitStack
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
+import mcp_types as types
 import pytest
+from mcp.shared.exceptions import MCPError
 
-from toolhost_server.auth import ANONYMOUS
+from toolhost_server.auth import ANONYMOUS, Authenticator
+from toolhost_server.config import Config
+from toolhost_server.errors import UnauthenticatedError
+from toolhost_server.mcp.listen_streams import ListenStreams
 from toolhost_server.mcp.local_backend import PAGE_SIZE
 from toolhost_server.tools.base import ToolRaisedFailure
+from toolhost_server.web.http_auth import HttpAuthentication
 
 from helpers.auth import Tokens, auth_file_text
 from helpers.auth import write_catalog as write_role_catalog
 from helpers.catalogs import write_tool
 from helpers.gates import gated_tool, new_gate
-from helpers.mcp_http import ERAS, bearer, jsonrpc_headers, mcp_client, post_jsonrpc, request, serving_mcp
-from helpers.waiting import within
+from helpers.guarded_http import chunk, raw_request
+from helpers.mcp_http import (
+    ERAS,
+    bearer,
+    jsonrpc_headers,
+    mcp_client,
+    messages_of,
+    post_jsonrpc,
+    request,
+    serving_mcp,
+)
+from helpers.waiting import HANG_GUARD_SECONDS, eventually, within
 
 SECRET = "hunter2hunter2"  # hidden by the redactor after `password=`
 MAX_BODY = 64 * 1024
@@ -263,3 +282,93 @@ async def test_the_browser_guard_stands_in_front_of_mcp(mcp, tokens, era):
         allowed = await client.post(mcp.url, content=listing,
                                     headers={**jsonrpc_headers("legacy"), **bearer(tokens.admin)})
     assert allowed.status_code == 200
+
+
+# --- Review fixes (issue 23): bodies before authentication, cancels across machines, listen floods ----------
+
+async def test_an_unauthenticated_chunked_body_is_answered_401_before_any_of_it_is_read(mcp):
+    """One chunk, then nothing: a guard or endpoint that read the body before authenticating would wait for the
+    rest (holding the memory of whatever was sent), and hang this test."""
+    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{mcp.port}\r\nContent-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+    answer = await raw_request(mcp.port, head, chunk(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"'))
+    assert answer.status == 401 and b'"unauthenticated"' in answer.body
+    assert b"connection: close" in answer.head.lower()  # nothing more of the body is read
+
+
+async def post_from(address: str, url: str, body: dict[str, Any], token: str) -> tuple[int, list[dict[str, Any]]]:
+    """post_jsonrpc from the local `address` (another loopback address stands for another machine)."""
+    transport = httpx.AsyncHTTPTransport(local_address=address)
+    async with httpx.AsyncClient(transport=transport, timeout=HANG_GUARD_SECONDS) as client:
+        answer = await client.post(url, json=body, headers={**jsonrpc_headers("legacy"), **bearer(token)})
+    return answer.status_code, messages_of(answer)
+
+
+async def test_a_cancel_from_another_address_with_the_same_token_reaches_nothing(mcp, tokens):
+    """Two hosts with one agent token, both counting request ids from 1: the host on another machine (here
+    127.0.0.2) cancels only its own calls. The same machine with the same token still can: documented."""
+    gate_name, gate = new_gate()
+    running = asyncio.ensure_future(post_from("127.0.0.1", mcp.url, call("echo_gated", {"gate": gate_name},
+                                                                           request_id=1), tokens.agent))
+    await within(gate.started.wait(), "the call to start")
+    status, _ = await post_from("127.0.0.2", mcp.url, cancel(1), tokens.agent)
+    assert status == 202
+    assert len(mcp.endpoint.calls) == 1
+    gate.release.set()
+    status, messages = await within(running, "the call to finish")
+    assert status == 200 and messages[-1]["result"]["content"][0]["text"] == "done"
+    # The call's own address with the same token does cancel (stateless, nothing tells two clients there apart).
+    gate_name, gate = new_gate()
+    running = asyncio.ensure_future(post_from("127.0.0.2", mcp.url, call("echo_gated", {"gate": gate_name},
+                                                                           request_id=2), tokens.agent))
+    await within(gate.started.wait(), "the second call to start")
+    await post_from("127.0.0.2", mcp.url, cancel(2), tokens.agent)
+    _, messages = await within(running, "the cancelled call's answer")
+    assert messages[-1]["error"]["code"] == -32800
+
+
+async def listen_refusal(url: str, token: str) -> MCPError:
+    """The error a subscriptions/listen from a fresh client is refused with."""
+    async with mcp_client(url, token) as client:
+        with pytest.raises(MCPError) as refused:
+            async with client.listen(tools_list_changed=True):
+                pass
+    return refused.value
+
+
+async def test_listen_streams_are_bounded_per_caller_and_per_server(mcp, tokens):
+    """Each stream holds a connection and a registry watcher: one token must not open them until the process
+    runs out of descriptors. Refused before the acknowledgement, with what to do; a closed stream frees its
+    place."""
+    mcp.endpoint.listen_streams = ListenStreams(total=3, per_owner=2)
+    async with AsyncExitStack() as streams:
+        for _ in range(2):
+            client = await streams.enter_async_context(mcp_client(mcp.url, tokens.admin))
+            await streams.enter_async_context(client.listen(tools_list_changed=True))
+        per_caller = await listen_refusal(mcp.url, tokens.admin)
+        # Another caller still has room, up to the server's bound.
+        agent = await streams.enter_async_context(mcp_client(mcp.url, tokens.agent))
+        await streams.enter_async_context(agent.listen(tools_list_changed=True))
+        per_server = await listen_refusal(mcp.url, tokens.viewer)
+        assert len(mcp.endpoint.listen_streams) == 3
+    assert per_caller.error.code == per_server.error.code == types.INTERNAL_ERROR
+    assert "close one before opening another" in per_caller.error.message
+    assert "retry later, or on another replica" in per_server.error.message
+    await eventually(lambda: len(mcp.endpoint.listen_streams) == 0, "the closed streams to give their places back")
+    async with mcp_client(mcp.url, tokens.admin) as client, client.listen(tools_list_changed=True):
+        assert len(mcp.endpoint.listen_streams) == 1
+
+
+@pytest.mark.parametrize("scheme", ["https", "http"])
+def test_certificate_verified_comes_from_the_listener_never_from_the_requests_scheme(scheme):
+    """A client CA admits HTTP callers by the handshake only when the listener is TLS requiring client
+    certificates. A plaintext listener with a client CA (which the config refuses today) must admit nobody on
+    the strength of a scheme that an X-Forwarded-Proto header could once set."""
+    plaintext = Config(tls_client_ca_file="/etc/toolhost/client-ca.pem")
+    toolhost = SimpleNamespace(config=plaintext, authenticator=Authenticator(client_ca=True))
+    with pytest.raises(UnauthenticatedError):
+        HttpAuthentication.of(toolhost).caller({"type": "http", "scheme": scheme, "headers": []})  # type: ignore[arg-type]
+    mutual = dataclasses.replace(plaintext, tls_cert_file="/etc/toolhost/tls.crt", tls_key_file="/etc/toolhost/tls.key")
+    toolhost = SimpleNamespace(config=mutual, authenticator=Authenticator(client_ca=True))
+    caller = HttpAuthentication.of(toolhost).caller({"type": "http", "scheme": scheme, "headers": []})  # type: ignore[arg-type]
+    assert caller.name == "client-certificate"

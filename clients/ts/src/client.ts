@@ -74,6 +74,7 @@ import {
   type ToolPage,
   type ToolResult,
 } from "./results.js";
+import { searchRequest, searchResults, type SearchFilter, type SearchResults } from "./search.js";
 import {
   present,
   toolConflict,
@@ -147,6 +148,9 @@ export interface ListToolsPageOptions extends ListToolsOptions {
   /** The nextPageToken of the previous page; empty or unset for the first. */
   pageToken?: string;
 }
+
+/** Options of searchTools: how many results, the filter, and the call's options. */
+export interface SearchToolsOptions extends SearchFilter, CallOptions {}
 
 /** Options of getTool. */
 export interface GetToolOptions extends CallOptions {
@@ -277,6 +281,17 @@ export class ToolhostClient {
       throw new ToolhostError(Code.Unknown, `the server answered GetTool(${name}) without a tool`);
     }
     return toolInfo(response.tool);
+  }
+
+  /**
+   * The tools for a need written in words, best first: a ranked top list, not paged. When one of a tool's
+   * intents matches the whole query ("check port 5432 on db.example.com"), that tool comes first with the
+   * `arguments` to call it with. Only tools the caller may see; InvalidArgumentError for a query over 1,000
+   * characters.
+   */
+  async searchTools(query: string, options: SearchToolsOptions = {}): Promise<SearchResults> {
+    const request = searchRequest(query, options);
+    return this.unary(async (call) => searchResults(await this.rpc.searchTools(request, call)), options);
   }
 
   /**

@@ -26,6 +26,7 @@ export {
   type PageOptions,
   type QueryLogsOptions,
   type QueryLogsPageOptions,
+  type SearchToolsOptions,
   type StreamOptions,
   type TailLogsOptions,
   type ToolFilter,
@@ -33,6 +34,7 @@ export {
   type WatchToolsOptions,
 } from "./client.js";
 export type { StreamEvent, ToolInfo, ToolPage, ToolParameterInfo, ToolResult } from "./results.js";
+export type { SearchFilter, SearchResult, SearchResults } from "./search.js";
 export type { LogEntry, LogFilter, LogLevelName, LogPage, LogSummary } from "./logs.js";
 export type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 export { type ArgumentValue, type Arguments } from "./arguments.js";
@@ -76,10 +78,18 @@ export type {
   ListToolsResponse,
   OutputChunk,
   ReloadResponse,
+  SearchToolsResponse,
+  SearchToolsResult,
   ToolError,
   WatchToolsResponse,
 } from "./gen/toolhost/v1/tool_service_pb.js";
-export type { Tool, ToolAnnotations, ToolExample, ToolParameter } from "./gen/toolhost/v1/tool_pb.js";
+export type {
+  ExampleExpectation,
+  Tool,
+  ToolAnnotations,
+  ToolExample,
+  ToolParameter,
+} from "./gen/toolhost/v1/tool_pb.js";
 export type { LogRecord, QueryLogsResponse } from "./gen/toolhost/v1/log_service_pb.js";
 export { OutputFormat, OutputStream } from "./gen/toolhost/v1/tool_service_pb.js";
 export { ToolSource } from "./gen/toolhost/v1/tool_pb.js";

@@ -15,7 +15,7 @@ from toolhost.v1 import tool_pb2, tool_service_pb2
 
 from ..call_events import CallEvent, OutputChunk, Progress
 from ..errors import InvalidRequestError
-from ..model import Parameter, ToolSource, ToolSpec
+from ..model import NO_DEFAULT, Example, ExampleExpectation, Parameter, ToolSource, ToolSpec
 from ..output_format import OutputFormat, ResultFormat
 from ..pipeline import CallResult
 from ..registry import CatalogProblem, GenerationChange, Snapshot
@@ -120,9 +120,21 @@ def tool_message(spec: ToolSpec, full: bool) -> tool_pb2.Tool:
         message.input_schema.CopyFrom(to_struct(spec.input_schema))
         if spec.output_schema is not None:
             message.output_schema.CopyFrom(to_struct(spec.output_schema))
-        message.examples.extend(
-            tool_pb2.ToolExample(description=e.description, arguments=to_struct(e.arguments)) for e in spec.examples
-        )
+        message.examples.extend(_example(e) for e in spec.examples)
+    return message
+
+
+def _example(example: Example) -> tool_pb2.ToolExample:
+    expect = example.expect
+    message = tool_pb2.ToolExample(description=example.description, arguments=to_struct(example.arguments),
+                                   skip_check=example.skip_check)
+    # Left unset when it asks only for success, the default: most examples expect nothing more.
+    if expect != ExampleExpectation():
+        message.expect.output_contains = expect.output_contains
+        if not expect.success:
+            message.expect.success = False
+        if expect.structured_subset is not NO_DEFAULT:
+            message.expect.structured_subset.CopyFrom(to_value(expect.structured_subset))
     return message
 
 

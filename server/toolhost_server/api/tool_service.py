@@ -28,6 +28,7 @@ from .convert import (
 )
 from .remote_client import HOPS_METADATA_KEY
 from .rights import requires
+from .search_messages import search_response
 from .status import status_of, translate_errors
 
 SERVICE_NAME = tool_service_pb2.DESCRIPTOR.services_by_name["ToolService"].full_name
@@ -113,6 +114,17 @@ class ToolService(tool_service_pb2_grpc.ToolServiceServicer):
         instructions = self._toolhost.instructions(self._caller(context), request.provider)
         return tool_service_pb2.GetInstructionsResponse(markdown=instructions.markdown,
                                                         tool_names=instructions.tool_names)
+
+    @requires(Right.AUTHENTICATED)
+    @translate_errors
+    async def SearchTools(
+        self, request: tool_service_pb2.SearchToolsRequest, context: grpc.aio.ServicerContext
+    ) -> tool_service_pb2.SearchToolsResponse:
+        # Who asks comes first: a caller without credentials learns nothing, not even that its filter is wrong.
+        caller = self._caller(context)
+        tool_filter = self._toolhost.tool_filter(request.platform, request.category, request.tags, request.provider)
+        results = self._toolhost.tool_search.search(request.query, caller, tool_filter, request.page_size)
+        return search_response(results, self._messages)
 
     @requires(Right.AUTHENTICATED)
     async def WatchTools(

@@ -60,7 +60,7 @@ def spec_from_tool_class(cls: type[Tool]) -> ToolSpec:
         examples=cls.examples,
         annotations=cls.annotations,
         credentials=cls.credentials,
-        intents=check_intents(list(cls.intents)),
+        intents=check_intents(list(cls.intents), input_schema),
         alias_of=cls.alias_of,
         grant_by_name_only=cls.grant_by_name_only,
     )

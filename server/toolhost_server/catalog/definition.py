@@ -16,7 +16,18 @@ from typing import Any, TypeAlias
 import jsonschema_rs
 
 from ..credentials.names import InvalidCredentialError, check_credential_name
-from ..model import NO_DEFAULT, PARAMETER_TYPES, Annotations, Example, Parameter, ToolSource, ToolSpec
+from ..intent_patterns import IntentPatternError, compile_intent
+from ..model import (
+    NO_DEFAULT,
+    PARAMETER_TYPES,
+    Annotations,
+    Example,
+    ExampleExpectation,
+    Intent,
+    Parameter,
+    ToolSource,
+    ToolSpec,
+)
 from ..schema import check_schema, compile_validator, derive_input_schema
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$")
@@ -43,6 +54,10 @@ _SCHEMA_KEYWORDS = {
     "pattern": "pattern", "format": "format", "items": "items", "min_items": "minItems", "max_items": "maxItems",
 }
 ANNOTATION_KEYS = ("read_only", "destructive", "idempotent", "open_world")
+INTENT_KEYS = frozenset({"pattern", "arguments"})
+# An example: the sample call, and what `toolhost check` asks of it (`check: skip` leaves it out).
+EXAMPLE_KEYS = frozenset({"description", "parameters", "arguments", "expect", "check"})
+EXPECT_KEYS = frozenset({"success", "output_contains", "structured_subset"})
 
 
 DocumentPath: TypeAlias = tuple[str | int, ...]
@@ -111,7 +126,7 @@ def parse_definition(data: Any, origin: str, source: ToolSource) -> ToolSpec:
         examples=_examples(data.get("examples"), input_schema),
         annotations=_annotations(data.get("annotations")),
         credentials=_credential_names(data),
-        intents=check_intents(data.get("intents")),
+        intents=check_intents(data.get("intents"), input_schema),
     )
 
 
@@ -305,32 +320,101 @@ def _examples(value: Any, input_schema: Mapping[str, Any]) -> tuple[Example, ...
     result = []
     arguments_paths: list[DocumentPath] = []
     for index, item in enumerate(value):
+        at: DocumentPath = ("examples", index)
         if not isinstance(item, Mapping):
-            raise DefinitionError(f"example #{index + 1} must be a mapping", ("examples", index))
+            raise DefinitionError(f"example #{index + 1} must be a mapping", at)
+        _reject_unknown(item, EXAMPLE_KEYS, f" in example #{index + 1}", at)
+        if "arguments" in item and "parameters" in item:
+            raise DefinitionError(f"example #{index + 1}: give either `parameters` or `arguments`, not both",
+                                  (*at, "arguments"), at_key=True)
         # The seed's catalog calls them `parameters`; `arguments` matches the API.
-        arguments_path: DocumentPath = ("examples", index, "arguments" if "arguments" in item else "parameters")
+        arguments_path: DocumentPath = (*at, "arguments" if "arguments" in item else "parameters")
         arguments = item.get(arguments_path[-1], {})
         if not isinstance(arguments, Mapping):
             raise DefinitionError(f"example #{index + 1}: parameters must be a mapping", arguments_path)
-        result.append(Example(description=str(item.get("description", "")), arguments=dict(arguments)))
+        result.append(Example(description=str(item.get("description", "")), arguments=dict(arguments),
+                              expect=_expectation(item.get("expect"), index), skip_check=_skip_check(item, index)))
         arguments_paths.append(arguments_path)
     check_examples(tuple(result), input_schema, arguments_paths)
     return tuple(result)
 
 
+def _expectation(value: Any, index: int) -> ExampleExpectation:
+    """An example's `expect:`, what `toolhost check` asks of its call; unset: that it succeeds."""
+    at: DocumentPath = ("examples", index, "expect")
+    if value is None:
+        return ExampleExpectation()
+    if not isinstance(value, Mapping):
+        raise DefinitionError(f"example #{index + 1}: expect must be a mapping of "
+                              f"{', '.join(sorted(EXPECT_KEYS))}", at)
+    _reject_unknown(value, EXPECT_KEYS, f" in example #{index + 1}'s expect", at)
+    success = value.get("success", True)
+    output_contains = value.get("output_contains", "")
+    if not isinstance(success, bool):
+        raise DefinitionError(f"example #{index + 1}: expect.success must be true or false", (*at, "success"))
+    if not isinstance(output_contains, str):
+        raise DefinitionError(f"example #{index + 1}: expect.output_contains must be a string (quote it)",
+                              (*at, "output_contains"))
+    return ExampleExpectation(success=success, output_contains=output_contains,
+                              structured_subset=value.get("structured_subset", NO_DEFAULT))
+
+
+def _skip_check(item: Mapping[str, Any], index: int) -> bool:
+    value = item.get("check")
+    if value is None:
+        return False
+    if value != "skip":
+        raise DefinitionError(f"example #{index + 1}: check must be `skip` (leaves the example out of "
+                              "`toolhost check`), or left out", ("examples", index, "check"))
+    return True
+
+
 def check_examples(examples: tuple[Example, ...], input_schema: Mapping[str, Any],
                    arguments_paths: Sequence[DocumentPath] = ()) -> None:
-    """An example a model copies must be a valid call. `arguments_paths` says where each example's
-    arguments are in the document."""
+    """An example a model copies must be a valid call, and what `toolhost check` expects of it must be
+    something a call can give. `arguments_paths` says where each example's arguments are in the document."""
     if not examples:
         return
     validator = compile_validator(input_schema)
     for index, example in enumerate(examples):
+        where = arguments_paths[index] if index < len(arguments_paths) else ()
         error = next(iter(validator.iter_errors(dict(example.arguments))), None)
         if error is not None:
-            where = arguments_paths[index] if index < len(arguments_paths) else ()
             raise DefinitionError(f"example #{index + 1} does not fit the parameters: {error.message}",
                                   (*where, *error.instance_path))
+        expect = example.expect
+        # A Python tool builds its Example by hand: its types are checked here, as a YAML file's are on reading.
+        expect_at: DocumentPath = (*where[:-1], "expect") if where else ()
+        if not isinstance(expect, ExampleExpectation) or not isinstance(expect.success, bool) \
+                or not isinstance(expect.output_contains, str) or not isinstance(example.skip_check, bool):
+            raise DefinitionError(f"example #{index + 1}: expect must be an ExampleExpectation (success a bool, "
+                                  "output_contains a str) and skip_check a bool", expect_at)
+        if expect.structured_subset is not NO_DEFAULT:
+            problem = _json_problem(expect.structured_subset, _MAX_SUBSET_DEPTH)
+            if problem:
+                raise DefinitionError(f"example #{index + 1}: expect.structured_subset {problem}",
+                                      (*expect_at, "structured_subset") if expect_at else ())
+
+
+# Deeper than any structured output a tool may return (Python tools' outputs are cut at depth 32).
+_MAX_SUBSET_DEPTH = 32
+
+
+def _json_problem(value: Any, depth: int) -> str:
+    """Why `value` is no JSON value a structured output could hold ("" when it is one)."""
+    if depth < 0:
+        return f"nests deeper than {_MAX_SUBSET_DEPTH} levels"
+    if value is None or isinstance(value, (bool, int, str)):
+        return ""
+    if isinstance(value, float):
+        return "" if math.isfinite(value) else "holds NaN or an infinity, which JSON has no number for"
+    if isinstance(value, list):
+        return next((p for p in (_json_problem(v, depth - 1) for v in value) if p), "")
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            return "has a key that is not a string; quote it"
+        return next((p for p in (_json_problem(v, depth - 1) for v in value.values()) if p), "")
+    return f"holds a {type(value).__name__}, which is no JSON value (quote a date or time as a string)"
 
 
 def _annotations(value: Any) -> Annotations:
@@ -349,16 +433,55 @@ def _annotations(value: Any) -> Annotations:
     return Annotations(**flags)
 
 
-def check_intents(value: Any) -> tuple[str, ...]:
-    """The intent patterns, each a valid regular expression."""
+def check_intents(value: Any, input_schema: Mapping[str, Any]) -> tuple[Intent, ...]:
+    """The intents of a definition, each a regular expression or {pattern, arguments} (an Intent, from Python);
+    their named groups and constant arguments must be properties of `input_schema`."""
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise DefinitionError("intents must be a list of regular expressions", "intents")
-    for index, pattern in enumerate(value):
-        try:
-            re.compile(pattern)
-        except (re.error, OverflowError, RecursionError) as exc:  # a{4294967296} is an OverflowError
-            raise DefinitionError(f"intent {pattern!r} is not a valid regular expression: {exc}",
-                                  ("intents", index)) from exc
-    return tuple(value)
+    if not isinstance(value, list):
+        raise DefinitionError("intents must be a list, each a regular expression or {pattern, arguments}",
+                              "intents")
+    properties = input_schema.get("properties")
+    names = frozenset(properties) if isinstance(properties, Mapping) else frozenset()
+    return tuple(_intent(item, input_schema, names, index) for index, item in enumerate(value))
+
+
+def _intent(item: Any, input_schema: Mapping[str, Any], names: frozenset[str], index: int) -> Intent:
+    at: DocumentPath = ("intents", index)
+    pattern_at = at
+    pattern: Any
+    if isinstance(item, Intent):
+        pattern, arguments = item.pattern, item.arguments
+    elif isinstance(item, str):
+        pattern, arguments = item, {}
+    elif isinstance(item, Mapping):
+        _reject_unknown(item, INTENT_KEYS, f" in intent #{index + 1}", at)
+        pattern, arguments, pattern_at = item.get("pattern"), item.get("arguments", {}), (*at, "pattern")
+        if not isinstance(arguments, Mapping):
+            raise DefinitionError("an intent's arguments must be a mapping of parameter names to values",
+                                  (*at, "arguments"))
+    else:
+        raise DefinitionError("an intent is a regular expression or a mapping {pattern, arguments}", at)
+    if not isinstance(pattern, str) or not pattern:
+        raise DefinitionError("an intent needs a `pattern`: a regular expression the whole query must match",
+                              pattern_at)
+    try:
+        compiled = compile_intent(pattern)
+    except IntentPatternError as exc:
+        raise DefinitionError(str(exc), pattern_at) from exc
+    known = ", ".join(sorted(names)) or "none"
+    for group in compiled.groupindex:
+        if group not in names:
+            raise DefinitionError(f"intent {pattern!r} captures (?P<{group}>...), but {group!r} is not a parameter "
+                                  f"of the tool; name each group after a parameter (the parameters: {known})",
+                                  pattern_at)
+    for key in arguments:
+        if key not in names:
+            raise DefinitionError(f"intent argument {key!r} is not a parameter of the tool (the parameters: "
+                                  f"{known})", (*at, "arguments", str(key)), at_key=True)
+    if not compiled.groupindex:  # its arguments are all constants: they must be a whole valid call now
+        error = next(iter(compile_validator(input_schema).iter_errors(dict(arguments))), None)
+        if error is not None:
+            raise DefinitionError(f"intent {pattern!r} has no named groups, so its arguments must be a whole "
+                                  f"valid call: {error.message}", (*at, "arguments", *error.instance_path))
+    return Intent(pattern, dict(arguments))

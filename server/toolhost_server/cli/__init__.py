@@ -7,6 +7,7 @@
     toolhost reload                          make the server read its catalog directories again
     toolhost logs [-f] [--level L ...]       the server's log records, newest last; -f follows them
     toolhost catalog validate DIR...         check catalog YAML files with the server's loader, no server needed
+    toolhost check [--catalog-dir DIR ...]   run every tool's examples: at --target, or offline; a table
     toolhost credentials set|list|delete     credentials in the store's database (values from stdin), offline
     toolhost credentials generate-key        a new store key, printed or written to a 0600 file
 

@@ -11,6 +11,7 @@ from toolhost import DEFAULT_TARGET
 from ._assets_command import add_assets_parser
 from ._auth_commands import add_auth_parser
 from ._catalog_validate import catalog_validate
+from ._check_command import add_check_parser
 from ._client_commands import call, reload, tools_get, tools_list
 from ._connection_options import add_security_options
 from ._credentials import add_credentials_parser
@@ -18,6 +19,7 @@ from ._db_commands import add_db_parser
 from ._instructions_command import add_instructions_parser
 from ._logs_command import add_logs_arguments, logs
 from ._mcp_command import add_mcp_parser
+from ._search_command import add_tools_search_parser
 from ._serve import add_serve_parser
 from ._user_tools_command import add_user_tools_parser
 
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     get.add_argument("name", help="the tool's name")
     get.add_argument("--json", action="store_true", help="print the tool as JSON")
     get.set_defaults(client_command=tools_get)
+    add_tools_search_parser(tools_sub, connection)
 
     call_parser = sub.add_parser(
         "call", parents=[connection], help="run a tool",
@@ -118,4 +121,5 @@ def build_parser() -> argparse.ArgumentParser:
     add_user_tools_parser(sub, connection)
     add_assets_parser(sub, connection)
     add_mcp_parser(sub, connection)
+    add_check_parser(sub, connection)
     return parser

@@ -88,6 +88,10 @@ def invalid_arguments_message(tool: str) -> str:
     return f"the arguments do not match the input schema of tool {tool!r} (tools/list shows it)"
 
 
+# tools/list with a cursor this server did not hand this caller (gRPC's own words name its page_token field).
+INVALID_CURSOR_MESSAGE = "invalid cursor (not one this server gave this caller): list again from the first page"
+
+
 class InvalidParamsError(Exception):
     """The request itself is malformed (a bad cursor, an empty name): JSON-RPC invalid params."""
 
@@ -97,8 +101,8 @@ class InvalidParamsError(Exception):
 
 
 class BackendUnavailableError(Exception):
-    """The backend cannot answer now (the server is draining, the bridge's server is unreachable): a JSON-RPC
-    internal error whose message says what to do."""
+    """The backend cannot answer now (the server is draining, the bridge's server is unreachable, too many
+    streams are open): a JSON-RPC internal error whose message says what to do."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

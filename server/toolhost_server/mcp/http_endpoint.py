@@ -25,19 +25,23 @@ from starlette.types import Message, Receive, Scope, Send
 
 from .. import __version__
 from ..app import Toolhost
-from ..auth import Caller, PeerIdentity
+from ..auth import Caller
 from ..auth.rights import Right
 from ..errors import UnauthenticatedError
 from ..web.app import requires
+from ..web.http_auth import HttpAuthentication, authorization_of, challenge
 from .backend import ToolBackend
 from .legacy_cancel import CancellableBackend, InFlightCalls, cancelled_request_id, owner_of
+from .listen_streams import ListenStreams, StreamLimitedBackend
 from .local_backend import LocalBackend
 from .protocol_server import build_mcp_server
+from .sdk_logging import quiet_sdk_loggers
 
 MCP_PATH = "/mcp"
 # Where the endpoint leaves the authenticated caller in the request's scope state for the handlers.
 CALLER_STATE_KEY = "toolhost_mcp_caller"
-_REALM = 'Bearer realm="toolhost"'
+# And whose calls a posted cancel may reach, and whose subscriptions/listen streams a request counts against.
+_OWNER_STATE_KEY = "toolhost_mcp_owner"
 
 
 class McpHttpEndpoint:
@@ -49,11 +53,12 @@ class McpHttpEndpoint:
         config = toolhost.config
         self._toolhost = toolhost
         self._max_bytes = config.max_message_bytes
-        # uvicorn hands an app neither the TLS connection nor its peer certificate, so /mcp cannot read a
-        # client certificate's names. With a client CA and no auth file the CA is the whole access list and
-        # every TLS connection passed it in the handshake; with an auth file, /mcp callers send a token.
-        self._handshake_is_identity = bool(config.tls_client_ca_file) and not config.auth_file
+        # Shared with the REST API: a bearer token, or a TLS connection when the client CA is the access list.
+        self._authentication = HttpAuthentication.of(toolhost)
         self.calls = InFlightCalls()
+        # As many streams as calls may run at once: the HTTP listener's connection limit leaves room for both.
+        self.listen_streams = ListenStreams(total=config.max_in_flight_calls)
+        quiet_sdk_loggers()
         self._manager = StreamableHTTPSessionManager(
             app=build_mcp_server(self._backend_of, version=__version__),
             stateless=True,
@@ -101,25 +106,21 @@ class McpHttpEndpoint:
             return
         if isinstance(body, _Disconnected):
             return
+        owner = owner_of(caller, _client_address(scope))
         request_id = cancelled_request_id(body)
         if request_id is not None:
-            self.calls.cancel(owner_of(caller), request_id)
+            self.calls.cancel(owner, request_id)
             # Accepted whether or not it found the call, as any notification is: it says nothing about
             # calls that are not the caller's own.
             await Response(status_code=202)(scope, receive, send)
             return
-        scope.setdefault("state", {})[CALLER_STATE_KEY] = caller
+        state = scope.setdefault("state", {})
+        state[CALLER_STATE_KEY] = caller
+        state[_OWNER_STATE_KEY] = owner
         await self._manager.handle_request(scope, _replaying(body, receive), send)
 
     def _authenticate(self, scope: Scope) -> Caller:
-        authorization = None
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                authorization = value.decode("latin-1")
-                break
-        verified = self._handshake_is_identity and scope.get("scheme") == "https"
-        return self._toolhost.authenticator.authenticate(
-            PeerIdentity(authorization=authorization, certificate_verified=verified))
+        return self._authentication.caller(scope)
 
     def _backend_of(self, ctx: ServerRequestContext[Any, Any]) -> ToolBackend:
         state = getattr(ctx.request, "state", None)
@@ -127,8 +128,15 @@ class McpHttpEndpoint:
         if not isinstance(caller, Caller):
             # Never a default caller: a request that did not pass __call__ must not reach a tool.
             raise RuntimeError("an /mcp request reached the MCP handlers without an authenticated caller")
-        owner: Hashable = owner_of(caller)
-        return CancellableBackend(LocalBackend(self._toolhost, caller), self.calls, owner, ctx.request_id)
+        owner: Hashable = getattr(state, _OWNER_STATE_KEY)
+        cancellable = CancellableBackend(LocalBackend(self._toolhost, caller), self.calls, owner, ctx.request_id)
+        return StreamLimitedBackend(cancellable, self.listen_streams, owner)
+
+
+def _client_address(scope: Scope) -> str:
+    """The connection's peer address ("" when the server does not know it, as on a unix socket)."""
+    client = scope.get("client")
+    return str(client[0]) if client else ""
 
 
 class _Disconnected:
@@ -166,11 +174,10 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
 
 
 def _unauthenticated(exc: UnauthenticatedError, scope: Scope) -> Response:
-    sent_token = any(name == b"authorization" for name, _ in scope["headers"])
-    challenge = f'{_REALM}, error="invalid_token"' if sent_token else _REALM
+    sent_token = authorization_of(scope) is not None
     message = exc.message if sent_token else \
         "/mcp needs the header 'Authorization: Bearer <token>' with a token from the server's auth file"
-    return _error(401, "unauthenticated", message, {"WWW-Authenticate": challenge})
+    return _error(401, "unauthenticated", message, {"WWW-Authenticate": challenge(scope)})
 
 
 def _error(status: int, error: str, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -2,14 +2,16 @@
 
 A handshake-era client (2025-11-25: the TypeScript SDK, most hosts) cancels a call by POSTing the notification
 and keeps the call's response stream open. Stateless, that POST reaches a fresh dispatcher that never saw the
-call, so the tool would run on. /mcp keeps its own table of running calls, keyed by who called and the
-request's JSON-RPC id, and the endpoint cancels the entry of the same caller only: one caller can never stop
-another's call by guessing its id. (A 2026-07-28 client cancels by closing the stream instead; the SDK then
+call, so the tool would run on. /mcp keeps its own table of running calls, keyed by who called (the identity
+and the client's address) and the request's JSON-RPC id, and the endpoint cancels the entry of the same owner
+only: a caller with a token of its own can never stop another's call by guessing its id, nor can a host on
+another machine that shares its token. (A 2026-07-28 client cancels by closing the stream instead; the SDK then
 cancels the handler itself.)
 
 Best effort, as the notification itself is: a cancel that arrives before the call is registered, or at
-another worker process, finds nothing. Two clients of one caller that use the same id at the same time are
-both cancelled: the request does not say which one it meant.
+another worker process, finds nothing. Stateless, nothing tells apart two clients of one identity on one
+machine (one shared token, every anonymous loopback client, every certificate when the client CA alone admits):
+a cancel reaches each of their calls with that id. One token per host keeps them apart.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ CANCELLED_METHOD = "notifications/cancelled"
 _CANCELLED_BYTES = CANCELLED_METHOD.encode()
 
 
-def owner_of(caller: Caller) -> Hashable:
-    """Whose calls a cancel may reach: the same authenticated identity (one token, one certificate)."""
-    return (caller.method, caller.name)
+def owner_of(caller: Caller, address: str) -> Hashable:
+    """Whose calls a cancel may reach: the same authenticated identity (one token, one certificate) from the
+    same client address (the connection's own: the HTTP listener trusts no X-Forwarded-For)."""
+    return (caller.method, caller.name, address)
 
 
 class InFlightCalls:

@@ -17,6 +17,7 @@ from ..errors import (
     InvalidArgumentsError,
     InvalidPageTokenError,
     InvalidRequestError,
+    ShuttingDownError,
     ToolhostError,
     ToolNotFoundError,
 )
@@ -25,6 +26,8 @@ from ..model import ToolSpec
 from ..pipeline import CallRequest, CallResult
 from ..telemetry import parent_context
 from .backend import (
+    INVALID_CURSOR_MESSAGE,
+    BackendUnavailableError,
     CallArguments,
     CallOutcome,
     InvalidParamsError,
@@ -52,8 +55,8 @@ class LocalBackend:
         toolhost = self._toolhost
         try:
             page = list_tools(toolhost.registry.snapshot, toolhost.tool_filter(), PAGE_SIZE, cursor, self._caller)
-        except (InvalidPageTokenError, InvalidRequestError) as exc:
-            raise InvalidParamsError(f"invalid cursor: {exc.message}; start again without a cursor") from None
+        except (InvalidPageTokenError, InvalidRequestError):
+            raise InvalidParamsError(INVALID_CURSOR_MESSAGE) from None
         return ToolPage(tuple(mcp_tool_of(tool.spec) for tool in page.tools), page.next_page_token)
 
     async def call(self, request: CallArguments, progress: ProgressReport | None) -> CallOutcome:
@@ -83,8 +86,12 @@ class LocalBackend:
                                violations=tuple(Violation(v.pointer, v.reason) for v in exc.violations))
         except InvalidRequestError as exc:
             raise InvalidParamsError(exc.message) from None
+        except ShuttingDownError as exc:
+            # Not the tool's failure: a protocol error, which a host retries (on another replica) rather than
+            # show the model, as gRPC's UNAVAILABLE is.
+            raise BackendUnavailableError(exc.message) from None
         except ToolhostError as exc:
-            # Refused after lookup: rights, limits, deadlines, a draining server. The model reads the code.
+            # Refused after lookup: rights, limits, deadlines. The model reads the code.
             return CallOutcome(success=False, error_code=exc.reason, error_message=exc.message)
         finally:
             if token is not None:

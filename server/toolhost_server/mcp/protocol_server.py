@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import mcp_types as types
@@ -49,13 +49,14 @@ def build_mcp_server(backend_of: BackendOf, *, version: str, instructions: str |
 
     async def list_tools(ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        backend = backend_of(ctx)
         try:
-            page = await backend.list_tools(params.cursor or "" if params is not None else "")
+            page = await backend_of(ctx).list_tools(params.cursor or "" if params is not None else "")
         except InvalidParamsError as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
         except BackendUnavailableError as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
+        except Exception:
+            raise _masked("tools/list") from None
         handshake = _handshake_era(ctx)
         return types.ListToolsResult(tools=[mcp_tool(t, handshake) for t in page.tools],
                                      next_cursor=page.next_cursor or None)
@@ -73,10 +74,7 @@ def build_mcp_server(backend_of: BackendOf, *, version: str, instructions: str |
         except MCPError:
             raise  # already the protocol's answer (a call cancelled by a POSTed notification: legacy_cancel)
         except Exception:
-            # Whatever went wrong stays in the server's log: its text could hold what the caller may not see.
-            logger.exception("MCP tools/call of %r failed inside the server", params.name)
-            raise MCPError(code=types.INTERNAL_ERROR,
-                           message="internal error while calling the tool; the server's log has the details") from None
+            raise _masked("tools/call", f" of {params.name!r}") from None
         return call_result(outcome, _handshake_era(ctx))
 
     async def listen(ctx: ServerRequestContext[Any, Any],
@@ -86,17 +84,25 @@ def build_mcp_server(backend_of: BackendOf, *, version: str, instructions: str |
         wanted = bool(params.notifications.tools_list_changed)
         meta = {SUBSCRIPTION_ID_META_KEY: ctx.request_id}
         honored = types.SubscriptionFilter(tools_list_changed=True if wanted else None)
-        await ctx.session.send_notification(
-            types.SubscriptionsAcknowledgedNotification(
-                params=types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)),
-            related_request_id=ctx.request_id)
-        if wanted:
+        try:
+            # Taken before the acknowledgement, so that a stream over the server's bounds is refused outright.
+            changes = backend_of(ctx).tool_changes() if wanted else _no_changes()
             try:
-                async for _ in backend_of(ctx).tool_changes():
+                await ctx.session.send_notification(
+                    types.SubscriptionsAcknowledgedNotification(
+                        params=types.SubscriptionsAcknowledgedNotificationParams(notifications=honored, _meta=meta)),
+                    related_request_id=ctx.request_id)
+                async for _ in changes:
                     await ctx.session.send_notification(event_to_notification(ToolsListChanged(), meta),
                                                         related_request_id=ctx.request_id)
-            except BackendUnavailableError as exc:
-                raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
+            finally:
+                await _close(changes)  # ends the registry watch and gives the stream's place back at once
+        except BackendUnavailableError as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
+        except MCPError:
+            raise
+        except Exception:
+            raise _masked("subscriptions/listen") from None
         return types.SubscriptionsListenResult()
 
     server: Server[Any] = Server(
@@ -109,6 +115,25 @@ def build_mcp_server(backend_of: BackendOf, *, version: str, instructions: str |
     # The call pipeline traces every call; the SDK's span per message would be a second one for each.
     server.middleware = []
     return server
+
+
+def _masked(method: str, detail: str = "") -> MCPError:
+    """The answer to a failure inside the server, logged here with the exception being handled: its text
+    stays in the server's log, as it could hold what the caller may not see."""
+    logger.exception("MCP %s%s failed inside the server", method, detail)
+    return MCPError(code=types.INTERNAL_ERROR,
+                    message=f"internal error while answering {method}; the server's log has the details")
+
+
+async def _no_changes() -> AsyncIterator[None]:
+    return
+    yield  # an async generator that yields nothing
+
+
+async def _close(changes: AsyncIterator[None]) -> None:
+    close = getattr(changes, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def mcp_tool(tool: McpTool, handshake_era: bool) -> types.Tool:

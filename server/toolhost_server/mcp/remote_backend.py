@@ -28,6 +28,7 @@ from toolhost import (
 )
 
 from .backend import (
+    INVALID_CURSOR_MESSAGE,
     BackendUnavailableError,
     CallArguments,
     CallOutcome,
@@ -60,8 +61,8 @@ class RemoteBackend:
         try:
             # The page token is the cursor: opaque, bound by the server to the caller and its view.
             page = await _own_task(self._client.list_tools_page(view="full", page_token=cursor))
-        except InvalidArgumentError as exc:
-            raise InvalidParamsError(f"invalid cursor: {exc.message}; start again without a cursor") from None
+        except InvalidArgumentError:
+            raise InvalidParamsError(INVALID_CURSOR_MESSAGE) from None
         except ToolhostError as exc:
             raise self._unavailable(exc) from None
         return ToolPage(tuple(mcp_tool_of(tool) for tool in page.tools), page.next_page_token)

@@ -24,6 +24,7 @@ from mcp.server.stdio import stdio_server
 from .backend import BackendUnavailableError
 from .protocol_server import build_mcp_server
 from .remote_backend import RemoteBackend
+from .sdk_logging import quiet_sdk_loggers
 
 logger = logging.getLogger("toolhost.mcp.bridge")
 
@@ -35,6 +36,7 @@ LONGEST_RETRY_SECONDS = 30.0
 
 async def serve_stdio(backend: RemoteBackend, *, version: str) -> None:
     """Serve MCP on stdin and stdout until the host closes stdin."""
+    quiet_sdk_loggers()
     server = build_mcp_server(lambda ctx: backend, version=version)
     # Handshake-era hosts learn from this that list_changed is sent; sessionless ones from subscriptions/listen.
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))

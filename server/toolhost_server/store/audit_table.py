@@ -33,7 +33,8 @@ class AuditTable:
         return [AuditRecord(
             time=_utc(row["time"]), caller=row["caller"], auth_method=row["auth_method"], tool=row["tool"],
             call_id=row["call_id"], trace_id=row["trace_id"], duration_ms=row["duration_ms"], outcome=row["outcome"],
-            argument_keys=tuple(row["argument_keys"]), argument_key_count=row["argument_key_count"]) for row in rows]
+            argument_keys=tuple(row["argument_keys"]), argument_key_count=row["argument_key_count"],
+            client_trace_id=row["client_trace_id"]) for row in rows]
 
 
 def _utc(moment: datetime) -> datetime:

@@ -293,6 +293,17 @@ def _create_assets(connection: Connection) -> None:
     _create_tables(connection, _version_8_tables)
 
 
+# The column as migration 9 adds it, frozen here.
+_client_trace_id = Column("client_trace_id", String(128), nullable=False, server_default=sql_text("''"))
+_audit_records_v9 = Table("audit_records", MetaData(), _client_trace_id)
+
+
+def _add_client_trace_id(connection: Connection) -> None:
+    # Old rows get "": no caller sent one. As in migration 2, the constant default adds the column without a
+    # rewrite and lets replicas of the previous release, still running during a rolling update, insert without it.
+    _add_column(connection, _audit_records_v9, _client_trace_id)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "the credentials, audit_records and logs tables (toolhost before schema versions)",
               _create_version_1_tables),
@@ -307,6 +318,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "tool_versions.details: the rest of a user tool's record at each version (NULL for older rows)",
               _add_version_details),
     Migration(8, "the assets, asset_addresses and asset_tags tables (the asset inventory)", _create_assets),
+    Migration(9, "audit_records.client_trace_id: the caller's own correlation id ('' for older rows)",
+              _add_client_trace_id),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

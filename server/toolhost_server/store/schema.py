@@ -63,6 +63,9 @@ audit_records = Table(
     # How many keys the call had: argument_keys holds at most 64 of them. The server-side default (migration 2)
     # gives rows from before the column 0, and lets a replica of the previous release still insert.
     Column("argument_key_count", Integer, nullable=False, server_default=text("0")),
+    # The caller's own correlation id (the REST API's non-W3C trace_id), "" for none. Its server-side default
+    # (migration 9) gives older rows "", and lets a replica of the previous release still insert.
+    Column("client_trace_id", String(128), nullable=False, server_default=text("''")),
     Index("ix_audit_records_time", "time"),
     Index("ix_audit_records_call_id", "call_id"),
 )

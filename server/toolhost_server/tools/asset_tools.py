@@ -72,7 +72,7 @@ class AssetCount(_AssetTool):
         Example("How many Windows 10 machines there are", {"os": "Windows 10"}),
         Example("Assets tagged finance at the berlin site", {"tag": "finance", "site": "berlin"}),
     )
-    intents = (r"(?i)^how many (?P<os>.+?) os assets do we have\??$",)
+    intents = (r"how many (?P<os>.+?) os assets do we have\??",)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolOutput:
         table = inventory_of(context)

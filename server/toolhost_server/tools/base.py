@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..call_events import CallEvents
 from ..credentials.resolved import NO_CREDENTIALS, ResolvedCredentials
-from ..model import Annotations, Example, Parameter
+from ..model import Annotations, Example, Intent, Parameter
 
 if TYPE_CHECKING:
     from ..assets.table import AssetTable
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..runners.process_launch import ChildCommand
     from ..search.service import SearchService
     from ..store.todo_table import TodoTable
+    from ..tool_search import ToolSearch
     from ..user_tools.service import UserTools
     from ..windows.credential_hosts import CredentialHosts
     from ..workspaces.workspace_set import WorkspaceSet
@@ -50,6 +51,8 @@ class ToolServices:
     process_identity: tuple[int, int] | None = None
     # The index of the search roots (Config.search_roots): the file search tools' data; None without roots.
     search: SearchService | None = None
+    # The search over the served tools (SearchTools' own): the search_tools tool's data.
+    tool_search: ToolSearch | None = None
     # The memory tools' structures and records, in the store: shared by every caller allowed those tools.
     memory: MemoryTable | None = None
     # The user tools (UserTools checks the rights) and the call pipeline: the tool-management tools' (tool_create
@@ -184,8 +187,9 @@ class Tool(ABC):
     examples: ClassVar[tuple[Example, ...]] = ()
     annotations: ClassVar[Annotations] = Annotations()
     credentials: ClassVar[tuple[str, ...]] = ()
-    # Regular expressions of chat requests this tool answers, with named groups for its arguments.
-    intents: ClassVar[tuple[str, ...]] = ()
+    # Chat requests this tool answers (SearchTools): regular expressions the whole query must match, ignoring
+    # case, with named groups for its arguments, or Intents that add constant arguments.
+    intents: ClassVar[tuple[Intent | str, ...]] = ()
     # Set by an alias (a subclass serving the same code under another name): the target's name.
     alias_of: ClassVar[str] = ""
     # Only a grant that names the tool exactly allows calling it (see auth.permissions.ToolSet).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..model import Annotations, Example, Parameter
+from ..model import Annotations, Example, Intent, Parameter
 from .base import Tool, ToolContext
 
 
@@ -18,6 +18,8 @@ class Echo(Tool):
     parameters = (Parameter("text", "string", "The text to return.", required=True),)
     examples = (Example("Echo a greeting", {"text": "hello"}),)
     annotations = Annotations(read_only=True, idempotent=True)
+    # The AI Tool Catalog's chat phrases: "ping" alone answers "pong" (a host after it is shell_ping's).
+    intents = (Intent(r"ping[.!]?", {"text": "pong"}), r"please echo this back exactly:\s*(?P<text>.+)")
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> str:
         return str(arguments["text"])

@@ -89,6 +89,7 @@ class DnsLookup(Tool):
                                               "nameserver": "1.1.1.1"}),
     )
     annotations = Annotations(read_only=True, idempotent=True, open_world=True)
+    intents = (r"dns lookup (?:for |of )?(?P<domain>[^\s?]+)\??",)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         domain = str(arguments["domain"])

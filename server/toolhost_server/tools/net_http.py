@@ -99,6 +99,7 @@ class HttpCheck(Tool):
                 {"url": "https://example.com/big.iso", "method": "HEAD", "timeout_seconds": 5}),
     )
     annotations = Annotations(read_only=True, idempotent=True, open_world=True)
+    intents = (r"http check (?P<url>https?://\S+?)\??",)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         url = str(arguments["url"])

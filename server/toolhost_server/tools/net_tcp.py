@@ -64,6 +64,7 @@ class TcpPortCheck(Tool):
                 {"host": "10.0.0.5", "port": 5432, "timeout_seconds": 1}),
     )
     annotations = Annotations(read_only=True, idempotent=True, open_world=True)
+    intents = (r"check port (?P<port>\d{1,5}) on (?P<host>[^\s?]+)\??",)
 
     async def run(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         host = str(arguments["host"])

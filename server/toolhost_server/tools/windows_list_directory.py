@@ -105,7 +105,7 @@ class WindowsListDirectory(Tool):
         Example("The C: drive of ws-042", {"host": "ws-042"}),
         Example("A user's profile", {"host": "ws-042.corp.example.com", "path": "C:\\Users\\alice"}),
     )
-    intents = (r"(?i)^show (?:the )?directory of the c drive on (?P<host>[^\s?]+)\??$",)
+    intents = (r"show (?:me )?(?:the )?directory (?:listing )?of (?:the )?c:? drive on (?P<host>[^\s?]+)\??",)
     annotations = Annotations(read_only=True, open_world=True)
 
     @classmethod

@@ -81,10 +81,11 @@ class ReadTool(WorkspaceTool):
     )
     output_schema = _READ_OUTPUT_SCHEMA
     max_output_bytes = READ_OUTPUT_BYTES
+    # Left out of `toolhost check`: they name files a workspace need not hold.
     examples = (
-        Example("Read a file from its start", {"path": "README.md"}),
-        Example("The last 100 lines of a log", {"path": "logs/app.log", "offset": -100}),
-        Example("Lines 200 to 249", {"path": "src/main.py", "offset": 200, "limit": 50}),
+        Example("Read a file from its start", {"path": "README.md"}, skip_check=True),
+        Example("The last 100 lines of a log", {"path": "logs/app.log", "offset": -100}, skip_check=True),
+        Example("Lines 200 to 249", {"path": "src/main.py", "offset": 200, "limit": 50}, skip_check=True),
     )
     annotations = _READ_ONLY
 
@@ -201,7 +202,9 @@ class LsTool(WorkspaceTool):
     output_schema = _LS_OUTPUT_SCHEMA
     examples = (
         Example("The workspace root", {}),
-        Example("A source directory without bytecode", {"path": "src", "ignore": ["*.pyc", "__pycache__"]}),
+        # Left out of `toolhost check`: a workspace need not have a src directory.
+        Example("A source directory without bytecode", {"path": "src", "ignore": ["*.pyc", "__pycache__"]},
+                skip_check=True),
     )
     annotations = _READ_ONLY
 

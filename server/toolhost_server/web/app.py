@@ -2,8 +2,9 @@
 
 `/metrics` names every served tool, hidden ones too, with its calls, outcomes and durations: with a metrics
 token it answers only to `Authorization: Bearer <token>`. The health endpoints stay open for probes; they tell
-nothing but whether the server is up. These three (PROBE_PATHS) are the only routes the browser guard
-(web.guard, put in front by web.server) lets through whatever the Host: probes and scrapers dial the pod's IP.
+nothing but whether the server is up. The health endpoints, and /metrics when it needs a token, are the only
+routes the browser guard (web.guard, put in front by web.server) lets through whatever the Host: probes and
+scrapers dial the pod's IP.
 """
 
 from __future__ import annotations

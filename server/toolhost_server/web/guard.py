@@ -6,16 +6,24 @@ In order, each refusal a small JSON body {"error", "message"} and `Connection: c
 - 403 when an `Origin` header is present and not allowed;
 - 415 for POST, PUT and PATCH with a body unless `Content-Type` is application/json (parameters ignored): the
   types a page may send without a CORS preflight (text/plain, forms) never reach an endpoint;
-- 413 when `Content-Length` is over max_message_bytes, or a chunked body grows past it. A chunked body is read
-  before the app runs, at most the limit plus the server's last chunk, so a refusal is a clean 413.
+- 413 when `Content-Length` is over max_message_bytes (before the app runs), or when a body of unknown length
+  (chunked) grows past it as the app reads it;
+- 408 when the body has not arrived whole within body_seconds of the headers.
+
+Nothing is read ahead of the app: the guard counts the body in the `receive` it hands on, so an endpoint that
+authenticates first (/mcp, 401) never takes a byte of an unauthenticated body. Past a limit the guard answers
+in the app's place (when the app has not answered yet) and tells the app the client went away. A response sent
+before the body was read whole closes the connection, so that the server reads nothing more of a body it did
+not want.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections import deque
 from collections.abc import Collection
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .guard_rules import GuardPolicy
@@ -79,17 +87,18 @@ class RequestGuard:
                           "the request body must be JSON: send Content-Type: application/json")
             return
         limit = policy.max_body_bytes
-        if chunked or (length and not length.isdigit()):
-            read = await _read_body(receive, limit)
-            if read is None:
-                await _refuse(kind, send, 413, *_too_large(limit))
-                return
-            receive = _replay(read, receive)
-        elif length and (len(length) > _MAX_LENGTH_DIGITS or int(length) > limit):
+        if length.isdigit() and (len(length) > _MAX_LENGTH_DIGITS or int(length) > limit):
             await _refuse(kind, send, 413, *_too_large(limit))
             return
-        # Otherwise the HTTP server delivers exactly Content-Length bytes (none without it): nothing to count.
-        await self._app(scope, receive, send)
+        # A Content-Length body cannot pass the limit any more, but it can stall: every body is read through
+        # the guard's bounds.
+        body = _GuardedBody(receive, send, limit, policy.body_seconds, has_body=chunked or length not in (b"", b"0"))
+        try:
+            await self._app(scope, body.receive, body.send)
+        except ClientDisconnect:
+            if not body.refused:
+                raise
+            # The app read on after the guard had answered for it (Starlette's request.body()): already answered.
 
 
 def _header_refusal(policy: GuardPolicy, hosts: int, host: bytes | None,
@@ -122,30 +131,61 @@ def _shown(value: bytes) -> str:
     return repr(text if len(text) <= _SHOWN_CHARACTERS else text[:_SHOWN_CHARACTERS] + "...")
 
 
-async def _read_body(receive: Receive, limit: int) -> list[Message] | None:
-    """The messages of a body of unknown length, up to its end (or a disconnect); None once it passes `limit`,
-    without reading further."""
-    messages: list[Message] = []
-    size = 0
-    while True:
-        message = await receive()
-        messages.append(message)
+class _GuardedBody:
+    """The request's `receive` and `send` as the app gets them: the body counted and timed as the app reads it.
+
+    Past `limit` bytes (413) or `seconds` after the headers (408) the guard answers in the app's place, unless
+    the app has answered already, and from then on the app reads a disconnect and its own answer is dropped.
+    Once the body is whole, `receive` is the server's again, unbounded: the app waits on it for the client to
+    go away (a stream of events)."""
+
+    def __init__(self, receive: Receive, send: Send, limit: int, seconds: float, has_body: bool) -> None:
+        self._receive = receive
+        self._send = send
+        self._limit = limit
+        self._seconds = seconds
+        self._deadline = asyncio.get_running_loop().time() + seconds
+        self._size = 0
+        self._whole = not has_body
+        self._answered = False
+        self.refused = False
+
+    async def receive(self) -> Message:
+        if self.refused:
+            return {"type": "http.disconnect"}
+        if self._whole:
+            return await self._receive()
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                message = await self._receive()
+        except TimeoutError:
+            await self._refuse(408, "request_timeout", f"the request body did not arrive within {self._seconds:g}s "
+                               "of its headers: send the whole body at once, and check the network in between")
+            return {"type": "http.disconnect"}
         if message["type"] != "http.request":
-            return messages
-        size += len(message.get("body", b""))
-        if size > limit:
-            return None
+            self._whole = True
+            return message
+        self._size += len(message.get("body", b""))
+        if self._size > self._limit:
+            await self._refuse(413, *_too_large(self._limit))
+            return {"type": "http.disconnect"}
         if not message.get("more_body", False):
-            return messages
+            self._whole = True
+        return message
 
+    async def send(self, message: Message) -> None:
+        if self.refused:
+            return  # the guard answered for the app: there is nothing left to answer
+        if message["type"] == "http.response.start":
+            self._answered = True
+            if not self._whole:
+                message = {**message, "headers": [*message.get("headers", ()), (b"connection", b"close")]}
+        await self._send(message)
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    pending = deque(messages)
-
-    async def replayed() -> Message:
-        return pending.popleft() if pending else await receive()
-
-    return replayed
+    async def _refuse(self, status: int, error: str, message: str) -> None:
+        self.refused = True
+        if not self._answered:
+            await _refuse("http", self._send, status, error, message)
 
 
 async def _refuse(kind: str, send: Send, status: int, error: str, message: str) -> None:

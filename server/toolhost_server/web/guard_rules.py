@@ -130,6 +130,8 @@ class GuardPolicy:
     max_body_bytes: int
     # True when http_allowed_hosts was set: the hosts are the operator's, not the defaults.
     configured_hosts: bool
+    # How long a request's body may take to arrive, from its headers on.
+    body_seconds: float = 30.0
 
     def allows_host(self, value: bytes) -> bool:
         if self.any_host or value in self.hosts:  # the common case first: no lowercased copy
@@ -161,11 +163,13 @@ class GuardPolicy:
 @dataclass(frozen=True, slots=True)
 class GuardSettings:
     """The guard's settings before the listener is bound: entries as parse_allowed_hosts and
-    parse_allowed_origins return them (empty hosts: the defaults), and the largest request body."""
+    parse_allowed_origins return them (empty hosts: the defaults), the largest request body, and how long a body
+    may take to arrive (a client that stops sending mid-body must not hold a connection, nor the shutdown)."""
 
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     max_body_bytes: int = Config.max_message_bytes
+    body_seconds: float = 30.0
 
     @classmethod
     def of(cls, config: Config) -> GuardSettings:
@@ -179,7 +183,7 @@ class GuardSettings:
         any_port = frozenset(e[:-2].encode() for e in entries if e.endswith(f":{_ANY_PORT}"))
         return GuardPolicy(exact, any_port, ANY_HOST in entries,
                            frozenset(o.encode() for o in self.allowed_origins), self.max_body_bytes,
-                           configured_hosts=bool(self.allowed_hosts))
+                           configured_hosts=bool(self.allowed_hosts), body_seconds=self.body_seconds)
 
 
 def default_allowed_hosts(bind_host: str, port: int) -> tuple[str, ...]:

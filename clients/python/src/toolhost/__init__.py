@@ -51,6 +51,7 @@ from ._logs import LogEntry, LogLevel, LogPage, LogSummary
 from ._results import (
     CallProgress,
     CatalogError,
+    ExampleExpectation,
     GenerationEvent,
     OutputChunk,
     ReloadResult,
@@ -63,6 +64,7 @@ from ._results import (
     ToolParameter,
     ToolResult,
 )
+from ._search import SearchResult, SearchResults
 from ._user_tool_results import (
     ConflictType,
     ToolConflict,
@@ -95,6 +97,7 @@ __all__ = [
     "ConflictType",
     "DeadlineExceededError",
     "ErrorReason",
+    "ExampleExpectation",
     "FailedPreconditionError",
     "FieldViolation",
     "GenerationEvent",
@@ -113,6 +116,8 @@ __all__ = [
     "PermissionDeniedError",
     "ReloadResult",
     "ResourceExhaustedError",
+    "SearchResult",
+    "SearchResults",
     "StreamEvent",
     "ToolAnnotations",
     "ToolConflict",

@@ -43,6 +43,7 @@ from ._results import (
     ToolResult,
     stream_event_from_proto,
 )
+from ._search import SearchResults, search_request
 from ._streams import AsyncServerStream
 from ._user_tool_methods import AsyncUserToolMethods
 from .v1 import (
@@ -171,6 +172,20 @@ class AsyncClient(AsyncUserToolMethods, AsyncAssetMethods):
         """One tool by name; NotFoundError (suggesting close names) when there is none."""
         request = tool_service_pb2.GetToolRequest(name=name, view=view_value(view))
         return ToolInfo.from_proto((await self._unary(self._stub.GetTool, request)).tool)
+
+    async def search_tools(
+        self,
+        query: str,
+        *,
+        limit: int = 0,
+        platform: str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] = (),
+        provider: str | None = None,
+    ) -> SearchResults:
+        """As Client.search_tools: the tools for a need in words, best first (an intent's match first)."""
+        request = search_request(query, limit, platform, category, tags, provider)
+        return SearchResults.from_proto(await self._unary(self._stub.SearchTools, request))
 
     async def call_tool(
         self,

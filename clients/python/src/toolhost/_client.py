@@ -33,6 +33,7 @@ from ._results import (
     ToolResult,
     stream_event_from_proto,
 )
+from ._search import SearchResults, search_request
 from ._streams import ServerStream
 from ._user_tool_methods import UserToolMethods
 from .v1 import (
@@ -260,6 +261,23 @@ class Client(UserToolMethods, AssetMethods):
         """One tool by name; NotFoundError (suggesting close names) when there is none."""
         request = tool_service_pb2.GetToolRequest(name=name, view=view_value(view))
         return ToolInfo.from_proto(self._unary(self._stub.GetTool, request).tool)
+
+    def search_tools(
+        self,
+        query: str,
+        *,
+        limit: int = 0,
+        platform: str | None = None,
+        category: str | None = None,
+        tags: Iterable[str] = (),
+        provider: str | None = None,
+    ) -> SearchResults:
+        """The tools for a need written in words, best first: at most `limit` (0: the server's 10, at most 50),
+        every filter given matching, only tools the caller may see. When one of a tool's intents matches the
+        whole query ("check port 5432 on db.example.com"), that tool comes first with the `arguments` to call it
+        with. A ranked top list, not paged; InvalidArgumentError for a query over 1,000 characters."""
+        request = search_request(query, limit, platform, category, tags, provider)
+        return SearchResults.from_proto(self._unary(self._stub.SearchTools, request))
 
     def call_tool(
         self,

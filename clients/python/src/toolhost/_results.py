@@ -17,6 +17,7 @@ from .v1 import tool_pb2, tool_service_pb2
 
 __all__ = [
     "CatalogError",
+    "ExampleExpectation",
     "GenerationEvent",
     "ReloadResult",
     "ToolAnnotations",
@@ -86,11 +87,51 @@ class ToolParameter:
 
 
 @dataclass(frozen=True)
+class ExampleExpectation:
+    """What `toolhost check` asks of a sample call; each part must hold. `success` is whether the call must
+    succeed; `output_contains` text its output must hold ("": none asked); `structured_subset` a value the
+    structured output must contain, when `has_structured_subset` (it may be None: a JSON null)."""
+
+    success: bool = True
+    output_contains: str = ""
+    structured_subset: Any = None
+    has_structured_subset: bool = False
+
+    @classmethod
+    def from_proto(cls, message: tool_pb2.ExampleExpectation) -> ExampleExpectation:
+        has_subset = message.HasField("structured_subset")
+        return cls(
+            success=message.success if message.HasField("success") else True,
+            output_contains=message.output_contains,
+            structured_subset=_value(message.structured_subset) if has_subset else None,
+            has_structured_subset=has_subset,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"success": self.success, "output_contains": self.output_contains}
+        if self.has_structured_subset:
+            result["structured_subset"] = self.structured_subset
+        return result
+
+
+@dataclass(frozen=True)
 class ToolExample:
-    """A sample call: what it shows and its arguments."""
+    """A sample call: what it shows and its arguments; what `toolhost check` expects of it, or that it leaves
+    it out (`skip_check`)."""
 
     description: str
     arguments: dict[str, Any]
+    expect: ExampleExpectation = ExampleExpectation()
+    skip_check: bool = False
+
+    @classmethod
+    def from_proto(cls, message: tool_pb2.ToolExample) -> ToolExample:
+        return cls(message.description, _struct(message.arguments), ExampleExpectation.from_proto(message.expect),
+                   message.skip_check)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"description": self.description, "arguments": self.arguments, "expect": self.expect.to_dict(),
+                "skip_check": self.skip_check}
 
 
 @dataclass(frozen=True)
@@ -147,7 +188,7 @@ class ToolInfo:
             timeout=message.timeout.ToTimedelta().total_seconds() if message.HasField("timeout") else None,
             requires_admin=message.requires_admin,
             tags=tuple(message.tags),
-            examples=tuple(ToolExample(e.description, _struct(e.arguments)) for e in message.examples),
+            examples=tuple(ToolExample.from_proto(e) for e in message.examples),
             annotations=ToolAnnotations(hint.read_only, hint.destructive, hint.idempotent, hint.open_world),
             origin=message.origin,
             fingerprint=message.fingerprint,
@@ -179,7 +220,7 @@ class ToolInfo:
             "timeout_seconds": self.timeout,
             "requires_admin": self.requires_admin,
             "tags": list(self.tags),
-            "examples": [{"description": e.description, "arguments": e.arguments} for e in self.examples],
+            "examples": [e.to_dict() for e in self.examples],
             "annotations": {
                 "read_only": self.annotations.read_only,
                 "destructive": self.annotations.destructive,

@@ -431,7 +431,12 @@ type ToolExample struct {
 	// What the example shows.
 	Description string `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
 	// The arguments object of the sample call.
-	Arguments     *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Arguments *structpb.Struct `protobuf:"bytes,2,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// What `toolhost check` expects of the call; unset: that it succeeds.
+	Expect *ExampleExpectation `protobuf:"bytes,3,opt,name=expect,proto3" json:"expect,omitempty"`
+	// Whether `toolhost check` leaves this example out (the catalog's `check: skip`): one that needs a host,
+	// a file or a credential the checking machine lacks.
+	SkipCheck     bool `protobuf:"varint,4,opt,name=skip_check,json=skipCheck,proto3" json:"skip_check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -480,6 +485,85 @@ func (x *ToolExample) GetArguments() *structpb.Struct {
 	return nil
 }
 
+func (x *ToolExample) GetExpect() *ExampleExpectation {
+	if x != nil {
+		return x.Expect
+	}
+	return nil
+}
+
+func (x *ToolExample) GetSkipCheck() bool {
+	if x != nil {
+		return x.SkipCheck
+	}
+	return false
+}
+
+// What a sample call must produce for `toolhost check` to pass it. Every field that is set must hold.
+type ExampleExpectation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the call succeeds; unset means it must.
+	Success *bool `protobuf:"varint,1,opt,name=success,proto3,oneof" json:"success,omitempty"`
+	// Text the output must contain.
+	OutputContains string `protobuf:"bytes,2,opt,name=output_contains,json=outputContains,proto3" json:"output_contains,omitempty"`
+	// A value the structured output must contain: an object's keys with matching values (recursively), an
+	// array's items in order, any other value equal.
+	StructuredSubset *structpb.Value `protobuf:"bytes,3,opt,name=structured_subset,json=structuredSubset,proto3" json:"structured_subset,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ExampleExpectation) Reset() {
+	*x = ExampleExpectation{}
+	mi := &file_toolhost_v1_tool_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExampleExpectation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExampleExpectation) ProtoMessage() {}
+
+func (x *ExampleExpectation) ProtoReflect() protoreflect.Message {
+	mi := &file_toolhost_v1_tool_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExampleExpectation.ProtoReflect.Descriptor instead.
+func (*ExampleExpectation) Descriptor() ([]byte, []int) {
+	return file_toolhost_v1_tool_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExampleExpectation) GetSuccess() bool {
+	if x != nil && x.Success != nil {
+		return *x.Success
+	}
+	return false
+}
+
+func (x *ExampleExpectation) GetOutputContains() string {
+	if x != nil {
+		return x.OutputContains
+	}
+	return ""
+}
+
+func (x *ExampleExpectation) GetStructuredSubset() *structpb.Value {
+	if x != nil {
+		return x.StructuredSubset
+	}
+	return nil
+}
+
 // Hints about a tool's behaviour, with the meaning the Model Context Protocol gives them. They are hints,
 // written by whoever defined the tool; the server does not enforce them.
 type ToolAnnotations struct {
@@ -498,7 +582,7 @@ type ToolAnnotations struct {
 
 func (x *ToolAnnotations) Reset() {
 	*x = ToolAnnotations{}
-	mi := &file_toolhost_v1_tool_proto_msgTypes[3]
+	mi := &file_toolhost_v1_tool_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +594,7 @@ func (x *ToolAnnotations) String() string {
 func (*ToolAnnotations) ProtoMessage() {}
 
 func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
-	mi := &file_toolhost_v1_tool_proto_msgTypes[3]
+	mi := &file_toolhost_v1_tool_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +607,7 @@ func (x *ToolAnnotations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolAnnotations.ProtoReflect.Descriptor instead.
 func (*ToolAnnotations) Descriptor() ([]byte, []int) {
-	return file_toolhost_v1_tool_proto_rawDescGZIP(), []int{3}
+	return file_toolhost_v1_tool_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ToolAnnotations) GetReadOnly() bool {
@@ -586,10 +670,19 @@ const file_toolhost_v1_tool_proto_rawDesc = "" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x1a\n" +
 	"\brequired\x18\x04 \x01(\bR\brequired\x120\n" +
 	"\adefault\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\adefault\x12*\n" +
-	"\x04enum\x18\x06 \x03(\v2\x16.google.protobuf.ValueR\x04enum\"f\n" +
+	"\x04enum\x18\x06 \x03(\v2\x16.google.protobuf.ValueR\x04enum\"\xbe\x01\n" +
 	"\vToolExample\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x125\n" +
-	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\"\x8f\x01\n" +
+	"\targuments\x18\x02 \x01(\v2\x17.google.protobuf.StructR\targuments\x127\n" +
+	"\x06expect\x18\x03 \x01(\v2\x1f.toolhost.v1.ExampleExpectationR\x06expect\x12\x1d\n" +
+	"\n" +
+	"skip_check\x18\x04 \x01(\bR\tskipCheck\"\xad\x01\n" +
+	"\x12ExampleExpectation\x12\x1d\n" +
+	"\asuccess\x18\x01 \x01(\bH\x00R\asuccess\x88\x01\x01\x12'\n" +
+	"\x0foutput_contains\x18\x02 \x01(\tR\x0eoutputContains\x12C\n" +
+	"\x11structured_subset\x18\x03 \x01(\v2\x16.google.protobuf.ValueR\x10structuredSubsetB\n" +
+	"\n" +
+	"\b_success\"\x8f\x01\n" +
 	"\x0fToolAnnotations\x12\x1b\n" +
 	"\tread_only\x18\x01 \x01(\bR\breadOnly\x12 \n" +
 	"\vdestructive\x18\x02 \x01(\bR\vdestructive\x12\x1e\n" +
@@ -623,34 +716,37 @@ func file_toolhost_v1_tool_proto_rawDescGZIP() []byte {
 }
 
 var file_toolhost_v1_tool_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolhost_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_toolhost_v1_tool_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_toolhost_v1_tool_proto_goTypes = []any{
 	(ToolSource)(0),             // 0: toolhost.v1.ToolSource
 	(ToolView)(0),               // 1: toolhost.v1.ToolView
 	(*Tool)(nil),                // 2: toolhost.v1.Tool
 	(*ToolParameter)(nil),       // 3: toolhost.v1.ToolParameter
 	(*ToolExample)(nil),         // 4: toolhost.v1.ToolExample
-	(*ToolAnnotations)(nil),     // 5: toolhost.v1.ToolAnnotations
-	(*structpb.Struct)(nil),     // 6: google.protobuf.Struct
-	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
-	(*structpb.Value)(nil),      // 8: google.protobuf.Value
+	(*ExampleExpectation)(nil),  // 5: toolhost.v1.ExampleExpectation
+	(*ToolAnnotations)(nil),     // 6: toolhost.v1.ToolAnnotations
+	(*structpb.Struct)(nil),     // 7: google.protobuf.Struct
+	(*durationpb.Duration)(nil), // 8: google.protobuf.Duration
+	(*structpb.Value)(nil),      // 9: google.protobuf.Value
 }
 var file_toolhost_v1_tool_proto_depIdxs = []int32{
 	0,  // 0: toolhost.v1.Tool.source:type_name -> toolhost.v1.ToolSource
 	3,  // 1: toolhost.v1.Tool.parameters:type_name -> toolhost.v1.ToolParameter
-	6,  // 2: toolhost.v1.Tool.input_schema:type_name -> google.protobuf.Struct
-	6,  // 3: toolhost.v1.Tool.output_schema:type_name -> google.protobuf.Struct
-	7,  // 4: toolhost.v1.Tool.timeout:type_name -> google.protobuf.Duration
+	7,  // 2: toolhost.v1.Tool.input_schema:type_name -> google.protobuf.Struct
+	7,  // 3: toolhost.v1.Tool.output_schema:type_name -> google.protobuf.Struct
+	8,  // 4: toolhost.v1.Tool.timeout:type_name -> google.protobuf.Duration
 	4,  // 5: toolhost.v1.Tool.examples:type_name -> toolhost.v1.ToolExample
-	5,  // 6: toolhost.v1.Tool.annotations:type_name -> toolhost.v1.ToolAnnotations
-	8,  // 7: toolhost.v1.ToolParameter.default:type_name -> google.protobuf.Value
-	8,  // 8: toolhost.v1.ToolParameter.enum:type_name -> google.protobuf.Value
-	6,  // 9: toolhost.v1.ToolExample.arguments:type_name -> google.protobuf.Struct
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	6,  // 6: toolhost.v1.Tool.annotations:type_name -> toolhost.v1.ToolAnnotations
+	9,  // 7: toolhost.v1.ToolParameter.default:type_name -> google.protobuf.Value
+	9,  // 8: toolhost.v1.ToolParameter.enum:type_name -> google.protobuf.Value
+	7,  // 9: toolhost.v1.ToolExample.arguments:type_name -> google.protobuf.Struct
+	5,  // 10: toolhost.v1.ToolExample.expect:type_name -> toolhost.v1.ExampleExpectation
+	9,  // 11: toolhost.v1.ExampleExpectation.structured_subset:type_name -> google.protobuf.Value
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_toolhost_v1_tool_proto_init() }
@@ -658,13 +754,14 @@ func file_toolhost_v1_tool_proto_init() {
 	if File_toolhost_v1_tool_proto != nil {
 		return
 	}
+	file_toolhost_v1_tool_proto_msgTypes[3].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolhost_v1_tool_proto_rawDesc), len(file_toolhost_v1_tool_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

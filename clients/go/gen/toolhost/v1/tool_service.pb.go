@@ -1592,6 +1592,228 @@ func (x *WatchToolsResponse) GetChanged() []string {
 	return nil
 }
 
+// A search for tools, and the filter the results must match (every field that is set must).
+type SearchToolsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the caller needs, in words ("is the database port open"), or a phrase a tool's intent answers
+	// ("check port 5432 on db.example.com"). At most 1,000 characters.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// How many results at most: 0 means 10, the maximum is 50, negative is INVALID_ARGUMENT.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// Only tools for this platform, for example "linux". Empty means any.
+	Platform string `protobuf:"bytes,3,opt,name=platform,proto3" json:"platform,omitempty"`
+	// Only tools in this category, for example "network". Empty means any.
+	Category string `protobuf:"bytes,4,opt,name=category,proto3" json:"category,omitempty"`
+	// Only tools that carry every one of these tags.
+	Tags []string `protobuf:"bytes,5,rep,name=tags,proto3" json:"tags,omitempty"`
+	// The AI provider the results are for, with ListTools' rules; empty means none.
+	Provider      string `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsRequest) Reset() {
+	*x = SearchToolsRequest{}
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsRequest) ProtoMessage() {}
+
+func (x *SearchToolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsRequest.ProtoReflect.Descriptor instead.
+func (*SearchToolsRequest) Descriptor() ([]byte, []int) {
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *SearchToolsRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *SearchToolsRequest) GetPlatform() string {
+	if x != nil {
+		return x.Platform
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *SearchToolsRequest) GetTags() []string {
+	if x != nil {
+		return x.Tags
+	}
+	return nil
+}
+
+func (x *SearchToolsRequest) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+// The best tools for a query, best first.
+type SearchToolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most page_size results, by descending score; an intent's match first.
+	Results []*SearchToolsResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// The generation that served the search, as the caller sees it (its view's; see ToolService).
+	Generation    int64 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsResponse) Reset() {
+	*x = SearchToolsResponse{}
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsResponse) ProtoMessage() {}
+
+func (x *SearchToolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsResponse.ProtoReflect.Descriptor instead.
+func (*SearchToolsResponse) Descriptor() ([]byte, []int) {
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SearchToolsResponse) GetResults() []*SearchToolsResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *SearchToolsResponse) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+// One tool a search found.
+type SearchToolsResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool, in the BASIC view.
+	Tool *Tool `protobuf:"bytes,1,opt,name=tool,proto3" json:"tool,omitempty"`
+	// How well the tool matches, higher is better; comparable only within one response. An intent's match
+	// scores above every ranked result.
+	Score float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
+	// The pattern of the intent that matched the whole query; empty for a ranked result.
+	MatchedIntent string `protobuf:"bytes,3,opt,name=matched_intent,json=matchedIntent,proto3" json:"matched_intent,omitempty"`
+	// For an intent's match: the arguments to call the tool with (the pattern's named groups, typed by the
+	// tool's schema, and the intent's constant arguments). Unset for a ranked result.
+	Arguments     *structpb.Struct `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchToolsResult) Reset() {
+	*x = SearchToolsResult{}
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchToolsResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchToolsResult) ProtoMessage() {}
+
+func (x *SearchToolsResult) ProtoReflect() protoreflect.Message {
+	mi := &file_toolhost_v1_tool_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchToolsResult.ProtoReflect.Descriptor instead.
+func (*SearchToolsResult) Descriptor() ([]byte, []int) {
+	return file_toolhost_v1_tool_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *SearchToolsResult) GetTool() *Tool {
+	if x != nil {
+		return x.Tool
+	}
+	return nil
+}
+
+func (x *SearchToolsResult) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *SearchToolsResult) GetMatchedIntent() string {
+	if x != nil {
+		return x.MatchedIntent
+	}
+	return ""
+}
+
+func (x *SearchToolsResult) GetArguments() *structpb.Struct {
+	if x != nil {
+		return x.Arguments
+	}
+	return nil
+}
+
 var File_toolhost_v1_tool_service_proto protoreflect.FileDescriptor
 
 const file_toolhost_v1_tool_service_proto_rawDesc = "" +
@@ -1709,7 +1931,24 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\x05R\x05count\x12\x14\n" +
 	"\x05added\x18\x03 \x03(\tR\x05added\x12\x18\n" +
 	"\aremoved\x18\x04 \x03(\tR\aremoved\x12\x18\n" +
-	"\achanged\x18\x05 \x03(\tR\achanged*w\n" +
+	"\achanged\x18\x05 \x03(\tR\achanged\"\xaf\x01\n" +
+	"\x12SearchToolsRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1a\n" +
+	"\bplatform\x18\x03 \x01(\tR\bplatform\x12\x1a\n" +
+	"\bcategory\x18\x04 \x01(\tR\bcategory\x12\x12\n" +
+	"\x04tags\x18\x05 \x03(\tR\x04tags\x12\x1a\n" +
+	"\bprovider\x18\x06 \x01(\tR\bprovider\"o\n" +
+	"\x13SearchToolsResponse\x128\n" +
+	"\aresults\x18\x01 \x03(\v2\x1e.toolhost.v1.SearchToolsResultR\aresults\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x03R\n" +
+	"generation\"\xae\x01\n" +
+	"\x11SearchToolsResult\x12%\n" +
+	"\x04tool\x18\x01 \x01(\v2\x11.toolhost.v1.ToolR\x04tool\x12\x14\n" +
+	"\x05score\x18\x02 \x01(\x01R\x05score\x12%\n" +
+	"\x0ematched_intent\x18\x03 \x01(\tR\rmatchedIntent\x125\n" +
+	"\targuments\x18\x04 \x01(\v2\x17.google.protobuf.StructR\targuments*w\n" +
 	"\fOutputFormat\x12\x1d\n" +
 	"\x19OUTPUT_FORMAT_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12OUTPUT_FORMAT_JSON\x10\x01\x12\x18\n" +
@@ -1718,7 +1957,7 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\fOutputStream\x12\x1d\n" +
 	"\x19OUTPUT_STREAM_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14OUTPUT_STREAM_STDOUT\x10\x01\x12\x18\n" +
-	"\x14OUTPUT_STREAM_STDERR\x10\x022\xb7\x04\n" +
+	"\x14OUTPUT_STREAM_STDERR\x10\x022\x89\x05\n" +
 	"\vToolService\x12J\n" +
 	"\tListTools\x12\x1d.toolhost.v1.ListToolsRequest\x1a\x1e.toolhost.v1.ListToolsResponse\x12D\n" +
 	"\aGetTool\x12\x1b.toolhost.v1.GetToolRequest\x1a\x1c.toolhost.v1.GetToolResponse\x12G\n" +
@@ -1727,7 +1966,8 @@ const file_toolhost_v1_tool_service_proto_rawDesc = "" +
 	"\x06Reload\x12\x1a.toolhost.v1.ReloadRequest\x1a\x1b.toolhost.v1.ReloadResponse\x12O\n" +
 	"\n" +
 	"WatchTools\x12\x1e.toolhost.v1.WatchToolsRequest\x1a\x1f.toolhost.v1.WatchToolsResponse0\x01\x12\\\n" +
-	"\x0fGetInstructions\x12#.toolhost.v1.GetInstructionsRequest\x1a$.toolhost.v1.GetInstructionsResponseBDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
+	"\x0fGetInstructions\x12#.toolhost.v1.GetInstructionsRequest\x1a$.toolhost.v1.GetInstructionsResponse\x12P\n" +
+	"\vSearchTools\x12\x1f.toolhost.v1.SearchToolsRequest\x1a .toolhost.v1.SearchToolsResponseBDZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3"
 
 var (
 	file_toolhost_v1_tool_service_proto_rawDescOnce sync.Once
@@ -1742,7 +1982,7 @@ func file_toolhost_v1_tool_service_proto_rawDescGZIP() []byte {
 }
 
 var file_toolhost_v1_tool_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_toolhost_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_toolhost_v1_tool_service_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_toolhost_v1_tool_service_proto_goTypes = []any{
 	(OutputFormat)(0),               // 0: toolhost.v1.OutputFormat
 	(OutputStream)(0),               // 1: toolhost.v1.OutputStream
@@ -1764,48 +2004,56 @@ var file_toolhost_v1_tool_service_proto_goTypes = []any{
 	(*GetInstructionsResponse)(nil), // 17: toolhost.v1.GetInstructionsResponse
 	(*WatchToolsRequest)(nil),       // 18: toolhost.v1.WatchToolsRequest
 	(*WatchToolsResponse)(nil),      // 19: toolhost.v1.WatchToolsResponse
-	(ToolView)(0),                   // 20: toolhost.v1.ToolView
-	(*Tool)(nil),                    // 21: toolhost.v1.Tool
-	(*structpb.Struct)(nil),         // 22: google.protobuf.Struct
-	(*structpb.Value)(nil),          // 23: google.protobuf.Value
-	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
+	(*SearchToolsRequest)(nil),      // 20: toolhost.v1.SearchToolsRequest
+	(*SearchToolsResponse)(nil),     // 21: toolhost.v1.SearchToolsResponse
+	(*SearchToolsResult)(nil),       // 22: toolhost.v1.SearchToolsResult
+	(ToolView)(0),                   // 23: toolhost.v1.ToolView
+	(*Tool)(nil),                    // 24: toolhost.v1.Tool
+	(*structpb.Struct)(nil),         // 25: google.protobuf.Struct
+	(*structpb.Value)(nil),          // 26: google.protobuf.Value
+	(*timestamppb.Timestamp)(nil),   // 27: google.protobuf.Timestamp
 }
 var file_toolhost_v1_tool_service_proto_depIdxs = []int32{
-	20, // 0: toolhost.v1.ListToolsRequest.view:type_name -> toolhost.v1.ToolView
-	21, // 1: toolhost.v1.ListToolsResponse.tools:type_name -> toolhost.v1.Tool
-	20, // 2: toolhost.v1.GetToolRequest.view:type_name -> toolhost.v1.ToolView
-	21, // 3: toolhost.v1.GetToolResponse.tool:type_name -> toolhost.v1.Tool
-	22, // 4: toolhost.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
+	23, // 0: toolhost.v1.ListToolsRequest.view:type_name -> toolhost.v1.ToolView
+	24, // 1: toolhost.v1.ListToolsResponse.tools:type_name -> toolhost.v1.Tool
+	23, // 2: toolhost.v1.GetToolRequest.view:type_name -> toolhost.v1.ToolView
+	24, // 3: toolhost.v1.GetToolResponse.tool:type_name -> toolhost.v1.Tool
+	25, // 4: toolhost.v1.CallToolRequest.arguments:type_name -> google.protobuf.Struct
 	0,  // 5: toolhost.v1.CallToolRequest.output_format:type_name -> toolhost.v1.OutputFormat
-	22, // 6: toolhost.v1.StreamCallToolRequest.arguments:type_name -> google.protobuf.Struct
+	25, // 6: toolhost.v1.StreamCallToolRequest.arguments:type_name -> google.protobuf.Struct
 	0,  // 7: toolhost.v1.StreamCallToolRequest.output_format:type_name -> toolhost.v1.OutputFormat
 	9,  // 8: toolhost.v1.StreamCallToolResponse.progress:type_name -> toolhost.v1.CallProgress
 	10, // 9: toolhost.v1.StreamCallToolResponse.output:type_name -> toolhost.v1.OutputChunk
 	11, // 10: toolhost.v1.StreamCallToolResponse.result:type_name -> toolhost.v1.CallToolResponse
 	1,  // 11: toolhost.v1.OutputChunk.stream:type_name -> toolhost.v1.OutputStream
-	23, // 12: toolhost.v1.CallToolResponse.structured_output:type_name -> google.protobuf.Value
+	26, // 12: toolhost.v1.CallToolResponse.structured_output:type_name -> google.protobuf.Value
 	12, // 13: toolhost.v1.CallToolResponse.error:type_name -> toolhost.v1.ToolError
-	24, // 14: toolhost.v1.CallToolResponse.timestamp:type_name -> google.protobuf.Timestamp
+	27, // 14: toolhost.v1.CallToolResponse.timestamp:type_name -> google.protobuf.Timestamp
 	15, // 15: toolhost.v1.ReloadResponse.errors:type_name -> toolhost.v1.CatalogError
-	2,  // 16: toolhost.v1.ToolService.ListTools:input_type -> toolhost.v1.ListToolsRequest
-	4,  // 17: toolhost.v1.ToolService.GetTool:input_type -> toolhost.v1.GetToolRequest
-	6,  // 18: toolhost.v1.ToolService.CallTool:input_type -> toolhost.v1.CallToolRequest
-	7,  // 19: toolhost.v1.ToolService.StreamCallTool:input_type -> toolhost.v1.StreamCallToolRequest
-	13, // 20: toolhost.v1.ToolService.Reload:input_type -> toolhost.v1.ReloadRequest
-	18, // 21: toolhost.v1.ToolService.WatchTools:input_type -> toolhost.v1.WatchToolsRequest
-	16, // 22: toolhost.v1.ToolService.GetInstructions:input_type -> toolhost.v1.GetInstructionsRequest
-	3,  // 23: toolhost.v1.ToolService.ListTools:output_type -> toolhost.v1.ListToolsResponse
-	5,  // 24: toolhost.v1.ToolService.GetTool:output_type -> toolhost.v1.GetToolResponse
-	11, // 25: toolhost.v1.ToolService.CallTool:output_type -> toolhost.v1.CallToolResponse
-	8,  // 26: toolhost.v1.ToolService.StreamCallTool:output_type -> toolhost.v1.StreamCallToolResponse
-	14, // 27: toolhost.v1.ToolService.Reload:output_type -> toolhost.v1.ReloadResponse
-	19, // 28: toolhost.v1.ToolService.WatchTools:output_type -> toolhost.v1.WatchToolsResponse
-	17, // 29: toolhost.v1.ToolService.GetInstructions:output_type -> toolhost.v1.GetInstructionsResponse
-	23, // [23:30] is the sub-list for method output_type
-	16, // [16:23] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	22, // 16: toolhost.v1.SearchToolsResponse.results:type_name -> toolhost.v1.SearchToolsResult
+	24, // 17: toolhost.v1.SearchToolsResult.tool:type_name -> toolhost.v1.Tool
+	25, // 18: toolhost.v1.SearchToolsResult.arguments:type_name -> google.protobuf.Struct
+	2,  // 19: toolhost.v1.ToolService.ListTools:input_type -> toolhost.v1.ListToolsRequest
+	4,  // 20: toolhost.v1.ToolService.GetTool:input_type -> toolhost.v1.GetToolRequest
+	6,  // 21: toolhost.v1.ToolService.CallTool:input_type -> toolhost.v1.CallToolRequest
+	7,  // 22: toolhost.v1.ToolService.StreamCallTool:input_type -> toolhost.v1.StreamCallToolRequest
+	13, // 23: toolhost.v1.ToolService.Reload:input_type -> toolhost.v1.ReloadRequest
+	18, // 24: toolhost.v1.ToolService.WatchTools:input_type -> toolhost.v1.WatchToolsRequest
+	16, // 25: toolhost.v1.ToolService.GetInstructions:input_type -> toolhost.v1.GetInstructionsRequest
+	20, // 26: toolhost.v1.ToolService.SearchTools:input_type -> toolhost.v1.SearchToolsRequest
+	3,  // 27: toolhost.v1.ToolService.ListTools:output_type -> toolhost.v1.ListToolsResponse
+	5,  // 28: toolhost.v1.ToolService.GetTool:output_type -> toolhost.v1.GetToolResponse
+	11, // 29: toolhost.v1.ToolService.CallTool:output_type -> toolhost.v1.CallToolResponse
+	8,  // 30: toolhost.v1.ToolService.StreamCallTool:output_type -> toolhost.v1.StreamCallToolResponse
+	14, // 31: toolhost.v1.ToolService.Reload:output_type -> toolhost.v1.ReloadResponse
+	19, // 32: toolhost.v1.ToolService.WatchTools:output_type -> toolhost.v1.WatchToolsResponse
+	17, // 33: toolhost.v1.ToolService.GetInstructions:output_type -> toolhost.v1.GetInstructionsResponse
+	21, // 34: toolhost.v1.ToolService.SearchTools:output_type -> toolhost.v1.SearchToolsResponse
+	27, // [27:35] is the sub-list for method output_type
+	19, // [19:27] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_toolhost_v1_tool_service_proto_init() }
@@ -1835,7 +2083,7 @@ func file_toolhost_v1_tool_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_toolhost_v1_tool_service_proto_rawDesc), len(file_toolhost_v1_tool_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	ToolService_Reload_FullMethodName          = "/toolhost.v1.ToolService/Reload"
 	ToolService_WatchTools_FullMethodName      = "/toolhost.v1.ToolService/WatchTools"
 	ToolService_GetInstructions_FullMethodName = "/toolhost.v1.ToolService/GetInstructions"
+	ToolService_SearchTools_FullMethodName     = "/toolhost.v1.ToolService/SearchTools"
 )
 
 // ToolServiceClient is the client API for ToolService service.
@@ -98,6 +99,16 @@ type ToolServiceClient interface {
 	// tools past that are listed by name only, under a line that says how many were left out and how to read
 	// them. An unknown provider is INVALID_ARGUMENT listing the known ones.
 	GetInstructions(ctx context.Context, in *GetInstructionsRequest, opts ...grpc.CallOption) (*GetInstructionsResponse, error)
+	// SearchTools finds the tools for a need written in words: a ranked top-k, not paged (there is no page
+	// token; ask for more results to see more).
+	//
+	// First the catalog's intents: each tool may declare regular expressions (with constant arguments) for
+	// phrases it answers; they are tried in catalog order against the whole query, case-insensitively, and the
+	// first that matches, with arguments its tool's input schema accepts, is the first result, with
+	// `matched_intent` and the `arguments` to call it with. Then a ranked search over the tools' names, display
+	// names, descriptions and tags fills the rest. Only tools the caller may see, matching the filter, appear.
+	// A query over 1,000 characters, or a negative page_size, is INVALID_ARGUMENT; an empty query returns nothing.
+	SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error)
 }
 
 type toolServiceClient struct {
@@ -196,6 +207,16 @@ func (c *toolServiceClient) GetInstructions(ctx context.Context, in *GetInstruct
 	return out, nil
 }
 
+func (c *toolServiceClient) SearchTools(ctx context.Context, in *SearchToolsRequest, opts ...grpc.CallOption) (*SearchToolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchToolsResponse)
+	err := c.cc.Invoke(ctx, ToolService_SearchTools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ToolServiceServer is the server API for ToolService service.
 // All implementations must embed UnimplementedToolServiceServer
 // for forward compatibility.
@@ -264,6 +285,16 @@ type ToolServiceServer interface {
 	// tools past that are listed by name only, under a line that says how many were left out and how to read
 	// them. An unknown provider is INVALID_ARGUMENT listing the known ones.
 	GetInstructions(context.Context, *GetInstructionsRequest) (*GetInstructionsResponse, error)
+	// SearchTools finds the tools for a need written in words: a ranked top-k, not paged (there is no page
+	// token; ask for more results to see more).
+	//
+	// First the catalog's intents: each tool may declare regular expressions (with constant arguments) for
+	// phrases it answers; they are tried in catalog order against the whole query, case-insensitively, and the
+	// first that matches, with arguments its tool's input schema accepts, is the first result, with
+	// `matched_intent` and the `arguments` to call it with. Then a ranked search over the tools' names, display
+	// names, descriptions and tags fills the rest. Only tools the caller may see, matching the filter, appear.
+	// A query over 1,000 characters, or a negative page_size, is INVALID_ARGUMENT; an empty query returns nothing.
+	SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error)
 	mustEmbedUnimplementedToolServiceServer()
 }
 
@@ -294,6 +325,9 @@ func (UnimplementedToolServiceServer) WatchTools(*WatchToolsRequest, grpc.Server
 }
 func (UnimplementedToolServiceServer) GetInstructions(context.Context, *GetInstructionsRequest) (*GetInstructionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetInstructions not implemented")
+}
+func (UnimplementedToolServiceServer) SearchTools(context.Context, *SearchToolsRequest) (*SearchToolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SearchTools not implemented")
 }
 func (UnimplementedToolServiceServer) mustEmbedUnimplementedToolServiceServer() {}
 func (UnimplementedToolServiceServer) testEmbeddedByValue()                     {}
@@ -428,6 +462,24 @@ func _ToolService_GetInstructions_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ToolService_SearchTools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchToolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ToolServiceServer).SearchTools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ToolService_SearchTools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ToolServiceServer).SearchTools(ctx, req.(*SearchToolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ToolService_ServiceDesc is the grpc.ServiceDesc for ToolService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -454,6 +506,10 @@ var ToolService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetInstructions",
 			Handler:    _ToolService_GetInstructions_Handler,
+		},
+		{
+			MethodName: "SearchTools",
+			Handler:    _ToolService_SearchTools_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

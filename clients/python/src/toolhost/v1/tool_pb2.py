@@ -26,7 +26,7 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16toolhost/v1/tool.proto\x12\x0btoolhost.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x82\x04\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x04 \x01(\t\x12\x10\n\x08platform\x18\x05 \x01(\t\x12\x0f\n\x07version\x18\x06 \x01(\t\x12\'\n\x06source\x18\x07 \x01(\x0e\x32\x17.toolhost.v1.ToolSource\x12.\n\nparameters\x18\x08 \x03(\x0b\x32\x1a.toolhost.v1.ToolParameter\x12-\n\x0cinput_schema\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\routput_schema\x18\n \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x07timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x16\n\x0erequires_admin\x18\x0c \x01(\x08\x12\x0c\n\x04tags\x18\r \x03(\t\x12*\n\x08\x65xamples\x18\x0e \x03(\x0b\x32\x18.toolhost.v1.ToolExample\x12\x31\n\x0b\x61nnotations\x18\x0f \x01(\x0b\x32\x1c.toolhost.v1.ToolAnnotations\x12\x0e\n\x06origin\x18\x10 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x11 \x01(\t\"\xa1\x01\n\rToolParameter\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x10\n\x08required\x18\x04 \x01(\x08\x12\'\n\x07\x64\x65\x66\x61ult\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12$\n\x04\x65num\x18\x06 \x03(\x0b\x32\x16.google.protobuf.Value\"N\n\x0bToolExample\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12*\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\"a\n\x0fToolAnnotations\x12\x11\n\tread_only\x18\x01 \x01(\x08\x12\x13\n\x0b\x64\x65structive\x18\x02 \x01(\x08\x12\x12\n\nidempotent\x18\x03 \x01(\x08\x12\x12\n\nopen_world\x18\x04 \x01(\x08*\x89\x01\n\nToolSource\x12\x1b\n\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_SOURCE_BUILTIN\x10\x01\x12\x17\n\x13TOOL_SOURCE_CATALOG\x10\x02\x12\x14\n\x10TOOL_SOURCE_USER\x10\x03\x12\x16\n\x12TOOL_SOURCE_REMOTE\x10\x04*N\n\x08ToolView\x12\x19\n\x15TOOL_VIEW_UNSPECIFIED\x10\x00\x12\x13\n\x0fTOOL_VIEW_BASIC\x10\x01\x12\x12\n\x0eTOOL_VIEW_FULL\x10\x02\x42\x44ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16toolhost/v1/tool.proto\x12\x0btoolhost.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\"\x82\x04\n\x04Tool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x0c\x64isplay_name\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x04 \x01(\t\x12\x10\n\x08platform\x18\x05 \x01(\t\x12\x0f\n\x07version\x18\x06 \x01(\t\x12\'\n\x06source\x18\x07 \x01(\x0e\x32\x17.toolhost.v1.ToolSource\x12.\n\nparameters\x18\x08 \x03(\x0b\x32\x1a.toolhost.v1.ToolParameter\x12-\n\x0cinput_schema\x18\t \x01(\x0b\x32\x17.google.protobuf.Struct\x12.\n\routput_schema\x18\n \x01(\x0b\x32\x17.google.protobuf.Struct\x12*\n\x07timeout\x18\x0b \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x16\n\x0erequires_admin\x18\x0c \x01(\x08\x12\x0c\n\x04tags\x18\r \x03(\t\x12*\n\x08\x65xamples\x18\x0e \x03(\x0b\x32\x18.toolhost.v1.ToolExample\x12\x31\n\x0b\x61nnotations\x18\x0f \x01(\x0b\x32\x1c.toolhost.v1.ToolAnnotations\x12\x0e\n\x06origin\x18\x10 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x11 \x01(\t\"\xa1\x01\n\rToolParameter\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04type\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x10\n\x08required\x18\x04 \x01(\x08\x12\'\n\x07\x64\x65\x66\x61ult\x18\x05 \x01(\x0b\x32\x16.google.protobuf.Value\x12$\n\x04\x65num\x18\x06 \x03(\x0b\x32\x16.google.protobuf.Value\"\x93\x01\n\x0bToolExample\x12\x13\n\x0b\x64\x65scription\x18\x01 \x01(\t\x12*\n\targuments\x18\x02 \x01(\x0b\x32\x17.google.protobuf.Struct\x12/\n\x06\x65xpect\x18\x03 \x01(\x0b\x32\x1f.toolhost.v1.ExampleExpectation\x12\x12\n\nskip_check\x18\x04 \x01(\x08\"\x82\x01\n\x12\x45xampleExpectation\x12\x14\n\x07success\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x17\n\x0foutput_contains\x18\x02 \x01(\t\x12\x31\n\x11structured_subset\x18\x03 \x01(\x0b\x32\x16.google.protobuf.ValueB\n\n\x08_success\"a\n\x0fToolAnnotations\x12\x11\n\tread_only\x18\x01 \x01(\x08\x12\x13\n\x0b\x64\x65structive\x18\x02 \x01(\x08\x12\x12\n\nidempotent\x18\x03 \x01(\x08\x12\x12\n\nopen_world\x18\x04 \x01(\x08*\x89\x01\n\nToolSource\x12\x1b\n\x17TOOL_SOURCE_UNSPECIFIED\x10\x00\x12\x17\n\x13TOOL_SOURCE_BUILTIN\x10\x01\x12\x17\n\x13TOOL_SOURCE_CATALOG\x10\x02\x12\x14\n\x10TOOL_SOURCE_USER\x10\x03\x12\x16\n\x12TOOL_SOURCE_REMOTE\x10\x04*N\n\x08ToolView\x12\x19\n\x15TOOL_VIEW_UNSPECIFIED\x10\x00\x12\x13\n\x0fTOOL_VIEW_BASIC\x10\x01\x12\x12\n\x0eTOOL_VIEW_FULL\x10\x02\x42\x44ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,16 +34,18 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'toolhost.v1.tool_pb2', _glo
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'ZBgithub.com/toolhost/toolhost/clients/go/gen/toolhost/v1;toolhostv1'
-  _globals['_TOOLSOURCE']._serialized_start=962
-  _globals['_TOOLSOURCE']._serialized_end=1099
-  _globals['_TOOLVIEW']._serialized_start=1101
-  _globals['_TOOLVIEW']._serialized_end=1179
+  _globals['_TOOLSOURCE']._serialized_start=1165
+  _globals['_TOOLSOURCE']._serialized_end=1302
+  _globals['_TOOLVIEW']._serialized_start=1304
+  _globals['_TOOLVIEW']._serialized_end=1382
   _globals['_TOOL']._serialized_start=102
   _globals['_TOOL']._serialized_end=616
   _globals['_TOOLPARAMETER']._serialized_start=619
   _globals['_TOOLPARAMETER']._serialized_end=780
-  _globals['_TOOLEXAMPLE']._serialized_start=782
-  _globals['_TOOLEXAMPLE']._serialized_end=860
-  _globals['_TOOLANNOTATIONS']._serialized_start=862
-  _globals['_TOOLANNOTATIONS']._serialized_end=959
+  _globals['_TOOLEXAMPLE']._serialized_start=783
+  _globals['_TOOLEXAMPLE']._serialized_end=930
+  _globals['_EXAMPLEEXPECTATION']._serialized_start=933
+  _globals['_EXAMPLEEXPECTATION']._serialized_end=1063
+  _globals['_TOOLANNOTATIONS']._serialized_start=1065
+  _globals['_TOOLANNOTATIONS']._serialized_end=1162
 # @@protoc_insertion_point(module_scope)

@@ -88,12 +88,26 @@ class ToolParameter(_message.Message):
     def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., description: _Optional[str] = ..., required: _Optional[bool] = ..., default: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., enum: _Optional[_Iterable[_Union[_struct_pb2.Value, _Mapping]]] = ...) -> None: ...
 
 class ToolExample(_message.Message):
-    __slots__ = ("description", "arguments")
+    __slots__ = ("description", "arguments", "expect", "skip_check")
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    EXPECT_FIELD_NUMBER: _ClassVar[int]
+    SKIP_CHECK_FIELD_NUMBER: _ClassVar[int]
     description: str
     arguments: _struct_pb2.Struct
-    def __init__(self, description: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    expect: ExampleExpectation
+    skip_check: bool
+    def __init__(self, description: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expect: _Optional[_Union[ExampleExpectation, _Mapping]] = ..., skip_check: _Optional[bool] = ...) -> None: ...
+
+class ExampleExpectation(_message.Message):
+    __slots__ = ("success", "output_contains", "structured_subset")
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_CONTAINS_FIELD_NUMBER: _ClassVar[int]
+    STRUCTURED_SUBSET_FIELD_NUMBER: _ClassVar[int]
+    success: bool
+    output_contains: str
+    structured_subset: _struct_pb2.Value
+    def __init__(self, success: _Optional[bool] = ..., output_contains: _Optional[str] = ..., structured_subset: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ...) -> None: ...
 
 class ToolAnnotations(_message.Message):
     __slots__ = ("read_only", "destructive", "idempotent", "open_world")

@@ -249,3 +249,39 @@ class WatchToolsResponse(_message.Message):
     removed: _containers.RepeatedScalarFieldContainer[str]
     changed: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, generation: _Optional[int] = ..., count: _Optional[int] = ..., added: _Optional[_Iterable[str]] = ..., removed: _Optional[_Iterable[str]] = ..., changed: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SearchToolsRequest(_message.Message):
+    __slots__ = ("query", "page_size", "platform", "category", "tags", "provider")
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PLATFORM_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    TAGS_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    query: str
+    page_size: int
+    platform: str
+    category: str
+    tags: _containers.RepeatedScalarFieldContainer[str]
+    provider: str
+    def __init__(self, query: _Optional[str] = ..., page_size: _Optional[int] = ..., platform: _Optional[str] = ..., category: _Optional[str] = ..., tags: _Optional[_Iterable[str]] = ..., provider: _Optional[str] = ...) -> None: ...
+
+class SearchToolsResponse(_message.Message):
+    __slots__ = ("results", "generation")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[SearchToolsResult]
+    generation: int
+    def __init__(self, results: _Optional[_Iterable[_Union[SearchToolsResult, _Mapping]]] = ..., generation: _Optional[int] = ...) -> None: ...
+
+class SearchToolsResult(_message.Message):
+    __slots__ = ("tool", "score", "matched_intent", "arguments")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_INTENT_FIELD_NUMBER: _ClassVar[int]
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    tool: _tool_pb2.Tool
+    score: float
+    matched_intent: str
+    arguments: _struct_pb2.Struct
+    def __init__(self, tool: _Optional[_Union[_tool_pb2.Tool, _Mapping]] = ..., score: _Optional[float] = ..., matched_intent: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...

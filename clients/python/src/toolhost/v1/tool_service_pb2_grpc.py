@@ -82,6 +82,11 @@ class ToolServiceStub:
                 request_serializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsRequest.SerializeToString,
                 response_deserializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsResponse.FromString,
                 _registered_method=True)
+        self.SearchTools = channel.unary_unary(
+                '/toolhost.v1.ToolService/SearchTools',
+                request_serializer=toolhost_dot_v1_dot_tool__service__pb2.SearchToolsRequest.SerializeToString,
+                response_deserializer=toolhost_dot_v1_dot_tool__service__pb2.SearchToolsResponse.FromString,
+                _registered_method=True)
 
 
 class ToolServiceServicer:
@@ -185,6 +190,21 @@ class ToolServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchTools(self, request, context):
+        """SearchTools finds the tools for a need written in words: a ranked top-k, not paged (there is no page
+        token; ask for more results to see more).
+
+        First the catalog's intents: each tool may declare regular expressions (with constant arguments) for
+        phrases it answers; they are tried in catalog order against the whole query, case-insensitively, and the
+        first that matches, with arguments its tool's input schema accepts, is the first result, with
+        `matched_intent` and the `arguments` to call it with. Then a ranked search over the tools' names, display
+        names, descriptions and tags fills the rest. Only tools the caller may see, matching the filter, appear.
+        A query over 1,000 characters, or a negative page_size, is INVALID_ARGUMENT; an empty query returns nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ToolServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -222,6 +242,11 @@ def add_ToolServiceServicer_to_server(servicer, server):
                     servicer.GetInstructions,
                     request_deserializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsRequest.FromString,
                     response_serializer=toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsResponse.SerializeToString,
+            ),
+            'SearchTools': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchTools,
+                    request_deserializer=toolhost_dot_v1_dot_tool__service__pb2.SearchToolsRequest.FromString,
+                    response_serializer=toolhost_dot_v1_dot_tool__service__pb2.SearchToolsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -426,6 +451,33 @@ class ToolService:
             '/toolhost.v1.ToolService/GetInstructions',
             toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsRequest.SerializeToString,
             toolhost_dot_v1_dot_tool__service__pb2.GetInstructionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SearchTools(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/toolhost.v1.ToolService/SearchTools',
+            toolhost_dot_v1_dot_tool__service__pb2.SearchToolsRequest.SerializeToString,
+            toolhost_dot_v1_dot_tool__service__pb2.SearchToolsResponse.FromString,
             options,
             channel_credentials,
             insecure,

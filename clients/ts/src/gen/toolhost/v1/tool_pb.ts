@@ -17,7 +17,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolhost/v1/tool.proto.
  */
 export const file_toolhost_v1_tool: GenFile = /*@__PURE__*/
-  fileDesc("ChZ0b29saG9zdC92MS90b29sLnByb3RvEgt0b29saG9zdC52MSKCBAoEVG9vbBIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIQCghjYXRlZ29yeRgEIAEoCRIQCghwbGF0Zm9ybRgFIAEoCRIPCgd2ZXJzaW9uGAYgASgJEicKBnNvdXJjZRgHIAEoDjIXLnRvb2xob3N0LnYxLlRvb2xTb3VyY2USLgoKcGFyYW1ldGVycxgIIAMoCzIaLnRvb2xob3N0LnYxLlRvb2xQYXJhbWV0ZXISLQoMaW5wdXRfc2NoZW1hGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCg1vdXRwdXRfc2NoZW1hGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgd0aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDnJlcXVpcmVzX2FkbWluGAwgASgIEgwKBHRhZ3MYDSADKAkSKgoIZXhhbXBsZXMYDiADKAsyGC50b29saG9zdC52MS5Ub29sRXhhbXBsZRIxCgthbm5vdGF0aW9ucxgPIAEoCzIcLnRvb2xob3N0LnYxLlRvb2xBbm5vdGF0aW9ucxIOCgZvcmlnaW4YECABKAkSEwoLZmluZ2VycHJpbnQYESABKAkioQEKDVRvb2xQYXJhbWV0ZXISDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhAKCHJlcXVpcmVkGAQgASgIEicKB2RlZmF1bHQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJAoEZW51bRgGIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSJOCgtUb29sRXhhbXBsZRITCgtkZXNjcmlwdGlvbhgBIAEoCRIqCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0ImEKD1Rvb2xBbm5vdGF0aW9ucxIRCglyZWFkX29ubHkYASABKAgSEwoLZGVzdHJ1Y3RpdmUYAiABKAgSEgoKaWRlbXBvdGVudBgDIAEoCBISCgpvcGVuX3dvcmxkGAQgASgIKokBCgpUb29sU291cmNlEhsKF1RPT0xfU09VUkNFX1VOU1BFQ0lGSUVEEAASFwoTVE9PTF9TT1VSQ0VfQlVJTFRJThABEhcKE1RPT0xfU09VUkNFX0NBVEFMT0cQAhIUChBUT09MX1NPVVJDRV9VU0VSEAMSFgoSVE9PTF9TT1VSQ0VfUkVNT1RFEAQqTgoIVG9vbFZpZXcSGQoVVE9PTF9WSUVXX1VOU1BFQ0lGSUVEEAASEwoPVE9PTF9WSUVXX0JBU0lDEAESEgoOVE9PTF9WSUVXX0ZVTEwQAkJEWkJnaXRodWIuY29tL3Rvb2xob3N0L3Rvb2xob3N0L2NsaWVudHMvZ28vZ2VuL3Rvb2xob3N0L3YxO3Rvb2xob3N0djFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct]);
+  fileDesc("ChZ0b29saG9zdC92MS90b29sLnByb3RvEgt0b29saG9zdC52MSKCBAoEVG9vbBIMCgRuYW1lGAEgASgJEhQKDGRpc3BsYXlfbmFtZRgCIAEoCRITCgtkZXNjcmlwdGlvbhgDIAEoCRIQCghjYXRlZ29yeRgEIAEoCRIQCghwbGF0Zm9ybRgFIAEoCRIPCgd2ZXJzaW9uGAYgASgJEicKBnNvdXJjZRgHIAEoDjIXLnRvb2xob3N0LnYxLlRvb2xTb3VyY2USLgoKcGFyYW1ldGVycxgIIAMoCzIaLnRvb2xob3N0LnYxLlRvb2xQYXJhbWV0ZXISLQoMaW5wdXRfc2NoZW1hGAkgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCg1vdXRwdXRfc2NoZW1hGAogASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIqCgd0aW1lb3V0GAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEhYKDnJlcXVpcmVzX2FkbWluGAwgASgIEgwKBHRhZ3MYDSADKAkSKgoIZXhhbXBsZXMYDiADKAsyGC50b29saG9zdC52MS5Ub29sRXhhbXBsZRIxCgthbm5vdGF0aW9ucxgPIAEoCzIcLnRvb2xob3N0LnYxLlRvb2xBbm5vdGF0aW9ucxIOCgZvcmlnaW4YECABKAkSEwoLZmluZ2VycHJpbnQYESABKAkioQEKDVRvb2xQYXJhbWV0ZXISDAoEbmFtZRgBIAEoCRIMCgR0eXBlGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEhAKCHJlcXVpcmVkGAQgASgIEicKB2RlZmF1bHQYBSABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSJAoEZW51bRgGIAMoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZSKTAQoLVG9vbEV4YW1wbGUSEwoLZGVzY3JpcHRpb24YASABKAkSKgoJYXJndW1lbnRzGAIgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIvCgZleHBlY3QYAyABKAsyHy50b29saG9zdC52MS5FeGFtcGxlRXhwZWN0YXRpb24SEgoKc2tpcF9jaGVjaxgEIAEoCCKCAQoSRXhhbXBsZUV4cGVjdGF0aW9uEhQKB3N1Y2Nlc3MYASABKAhIAIgBARIXCg9vdXRwdXRfY29udGFpbnMYAiABKAkSMQoRc3RydWN0dXJlZF9zdWJzZXQYAyABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWVCCgoIX3N1Y2Nlc3MiYQoPVG9vbEFubm90YXRpb25zEhEKCXJlYWRfb25seRgBIAEoCBITCgtkZXN0cnVjdGl2ZRgCIAEoCBISCgppZGVtcG90ZW50GAMgASgIEhIKCm9wZW5fd29ybGQYBCABKAgqiQEKClRvb2xTb3VyY2USGwoXVE9PTF9TT1VSQ0VfVU5TUEVDSUZJRUQQABIXChNUT09MX1NPVVJDRV9CVUlMVElOEAESFwoTVE9PTF9TT1VSQ0VfQ0FUQUxPRxACEhQKEFRPT0xfU09VUkNFX1VTRVIQAxIWChJUT09MX1NPVVJDRV9SRU1PVEUQBCpOCghUb29sVmlldxIZChVUT09MX1ZJRVdfVU5TUEVDSUZJRUQQABITCg9UT09MX1ZJRVdfQkFTSUMQARISCg5UT09MX1ZJRVdfRlVMTBACQkRaQmdpdGh1Yi5jb20vdG9vbGhvc3QvdG9vbGhvc3QvY2xpZW50cy9nby9nZW4vdG9vbGhvc3QvdjE7dG9vbGhvc3R2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct]);
 
 /**
  * A tool that an agent or a program can call with CallTool.
@@ -228,6 +228,21 @@ export type ToolExample = Message<"toolhost.v1.ToolExample"> & {
    * @generated from field: google.protobuf.Struct arguments = 2;
    */
   arguments?: JsonObject | undefined;
+
+  /**
+   * What `toolhost check` expects of the call; unset: that it succeeds.
+   *
+   * @generated from field: toolhost.v1.ExampleExpectation expect = 3;
+   */
+  expect?: ExampleExpectation | undefined;
+
+  /**
+   * Whether `toolhost check` leaves this example out (the catalog's `check: skip`): one that needs a host,
+   * a file or a credential the checking machine lacks.
+   *
+   * @generated from field: bool skip_check = 4;
+   */
+  skipCheck: boolean;
 };
 
 /**
@@ -236,6 +251,42 @@ export type ToolExample = Message<"toolhost.v1.ToolExample"> & {
  */
 export const ToolExampleSchema: GenMessage<ToolExample> = /*@__PURE__*/
   messageDesc(file_toolhost_v1_tool, 2);
+
+/**
+ * What a sample call must produce for `toolhost check` to pass it. Every field that is set must hold.
+ *
+ * @generated from message toolhost.v1.ExampleExpectation
+ */
+export type ExampleExpectation = Message<"toolhost.v1.ExampleExpectation"> & {
+  /**
+   * Whether the call succeeds; unset means it must.
+   *
+   * @generated from field: optional bool success = 1;
+   */
+  success?: boolean | undefined;
+
+  /**
+   * Text the output must contain.
+   *
+   * @generated from field: string output_contains = 2;
+   */
+  outputContains: string;
+
+  /**
+   * A value the structured output must contain: an object's keys with matching values (recursively), an
+   * array's items in order, any other value equal.
+   *
+   * @generated from field: google.protobuf.Value structured_subset = 3;
+   */
+  structuredSubset?: Value | undefined;
+};
+
+/**
+ * Describes the message toolhost.v1.ExampleExpectation.
+ * Use `create(ExampleExpectationSchema)` to create a new message.
+ */
+export const ExampleExpectationSchema: GenMessage<ExampleExpectation> = /*@__PURE__*/
+  messageDesc(file_toolhost_v1_tool, 3);
 
 /**
  * Hints about a tool's behaviour, with the meaning the Model Context Protocol gives them. They are hints,
@@ -278,7 +329,7 @@ export type ToolAnnotations = Message<"toolhost.v1.ToolAnnotations"> & {
  * Use `create(ToolAnnotationsSchema)` to create a new message.
  */
 export const ToolAnnotationsSchema: GenMessage<ToolAnnotations> = /*@__PURE__*/
-  messageDesc(file_toolhost_v1_tool, 3);
+  messageDesc(file_toolhost_v1_tool, 4);
 
 /**
  * Where a tool definition came from. It says nothing about where the tool runs: a catalog tool may run

@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file toolhost/v1/tool_service.proto.
  */
 export const file_toolhost_v1_tool_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch50b29saG9zdC92MS90b29sX3NlcnZpY2UucHJvdG8SC3Rvb2xob3N0LnYxIqIBChBMaXN0VG9vbHNSZXF1ZXN0EhAKCHBsYXRmb3JtGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEgwKBHRhZ3MYAyADKAkSEAoIcHJvdmlkZXIYBCABKAkSIwoEdmlldxgFIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3EhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJInYKEUxpc3RUb29sc1Jlc3BvbnNlEiAKBXRvb2xzGAEgAygLMhEudG9vbGhvc3QudjEuVG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgDIkMKDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkSIwoEdmlldxgCIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3IkYKD0dldFRvb2xSZXNwb25zZRIfCgR0b29sGAEgASgLMhEudG9vbGhvc3QudjEuVG9vbBISCgpnZW5lcmF0aW9uGAIgASgDIs8BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzItUBChVTdHJlYW1DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzIq0BChZTdHJlYW1DYWxsVG9vbFJlc3BvbnNlEi0KCHByb2dyZXNzGAEgASgLMhkudG9vbGhvc3QudjEuQ2FsbFByb2dyZXNzSAASKgoGb3V0cHV0GAIgASgLMhgudG9vbGhvc3QudjEuT3V0cHV0Q2h1bmtIABIvCgZyZXN1bHQYAyABKAsyHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlSABCBwoFZXZlbnQiTwoMQ2FsbFByb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEhIKBXRvdGFsGAIgASgBSACIAQESDwoHbWVzc2FnZRgDIAEoCUIICgZfdG90YWwiRgoLT3V0cHV0Q2h1bmsSKQoGc3RyZWFtGAEgASgOMhkudG9vbGhvc3QudjEuT3V0cHV0U3RyZWFtEgwKBGRhdGEYAiABKAwijgMKEENhbGxUb29sUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIMCgR0b29sGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDgoGb3V0cHV0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIxChFzdHJ1Y3R1cmVkX291dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVlcnJvchgHIAEoCzIWLnRvb2xob3N0LnYxLlRvb2xFcnJvchITCgtkdXJhdGlvbl9tcxgIIAEoARIQCgh0cmFjZV9pZBgJIAEoCRItCgl0aW1lc3RhbXAYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWV4aXRfY29kZRgLIAEoBUgAiAEBEhEKCXRydW5jYXRlZBgMIAEoCBIbChNvcmlnaW5hbF9zaXplX2J5dGVzGA0gASgDEhAKCHJlZGFjdGVkGA4gASgIEhIKCmdlbmVyYXRpb24YDyABKANCDAoKX2V4aXRfY29kZSIqCglUb29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIg8KDVJlbG9hZFJlcXVlc3Qi3wEKDlJlbG9hZFJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSDQoFY291bnQYAiABKAUSDQoFdG9vbHMYAyADKAkSGAoQbWlzc2luZ19yZXF1aXJlZBgEIAMoCRIUCgxjYXRhbG9nX2RpcnMYBSADKAkSEgoKZ2VuZXJhdGlvbhgGIAEoAxIpCgZlcnJvcnMYByADKAsyGS50b29saG9zdC52MS5DYXRhbG9nRXJyb3ISDQoFYWRkZWQYCCADKAkSDwoHcmVtb3ZlZBgJIAMoCRIPCgdjaGFuZ2VkGAogAygJIjoKDENhdGFsb2dFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDgoGcmVhc29uGAMgASgJIioKFkdldEluc3RydWN0aW9uc1JlcXVlc3QSEAoIcHJvdmlkZXIYASABKAkiPwoXR2V0SW5zdHJ1Y3Rpb25zUmVzcG9uc2USEAoIbWFya2Rvd24YASABKAkSEgoKdG9vbF9uYW1lcxgCIAMoCSITChFXYXRjaFRvb2xzUmVxdWVzdCJoChJXYXRjaFRvb2xzUmVzcG9uc2USEgoKZ2VuZXJhdGlvbhgBIAEoAxINCgVjb3VudBgCIAEoBRINCgVhZGRlZBgDIAMoCRIPCgdyZW1vdmVkGAQgAygJEg8KB2NoYW5nZWQYBSADKAkqdwoMT3V0cHV0Rm9ybWF0Eh0KGU9VVFBVVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIWChJPVVRQVVRfRk9STUFUX0pTT04QARIYChRPVVRQVVRfRk9STUFUX1BSRVRUWRACEhYKEk9VVFBVVF9GT1JNQVRfVEVYVBADKmEKDE91dHB1dFN0cmVhbRIdChlPVVRQVVRfU1RSRUFNX1VOU1BFQ0lGSUVEEAASGAoUT1VUUFVUX1NUUkVBTV9TVERPVVQQARIYChRPVVRQVVRfU1RSRUFNX1NUREVSUhACMrcECgtUb29sU2VydmljZRJKCglMaXN0VG9vbHMSHS50b29saG9zdC52MS5MaXN0VG9vbHNSZXF1ZXN0Gh4udG9vbGhvc3QudjEuTGlzdFRvb2xzUmVzcG9uc2USRAoHR2V0VG9vbBIbLnRvb2xob3N0LnYxLkdldFRvb2xSZXF1ZXN0GhwudG9vbGhvc3QudjEuR2V0VG9vbFJlc3BvbnNlEkcKCENhbGxUb29sEhwudG9vbGhvc3QudjEuQ2FsbFRvb2xSZXF1ZXN0Gh0udG9vbGhvc3QudjEuQ2FsbFRvb2xSZXNwb25zZRJbCg5TdHJlYW1DYWxsVG9vbBIiLnRvb2xob3N0LnYxLlN0cmVhbUNhbGxUb29sUmVxdWVzdBojLnRvb2xob3N0LnYxLlN0cmVhbUNhbGxUb29sUmVzcG9uc2UwARJBCgZSZWxvYWQSGi50b29saG9zdC52MS5SZWxvYWRSZXF1ZXN0GhsudG9vbGhvc3QudjEuUmVsb2FkUmVzcG9uc2USTwoKV2F0Y2hUb29scxIeLnRvb2xob3N0LnYxLldhdGNoVG9vbHNSZXF1ZXN0Gh8udG9vbGhvc3QudjEuV2F0Y2hUb29sc1Jlc3BvbnNlMAESXAoPR2V0SW5zdHJ1Y3Rpb25zEiMudG9vbGhvc3QudjEuR2V0SW5zdHJ1Y3Rpb25zUmVxdWVzdBokLnRvb2xob3N0LnYxLkdldEluc3RydWN0aW9uc1Jlc3BvbnNlQkRaQmdpdGh1Yi5jb20vdG9vbGhvc3QvdG9vbGhvc3QvY2xpZW50cy9nby9nZW4vdG9vbGhvc3QvdjE7dG9vbGhvc3R2MWIGcHJvdG8z", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolhost_v1_tool]);
+  fileDesc("Ch50b29saG9zdC92MS90b29sX3NlcnZpY2UucHJvdG8SC3Rvb2xob3N0LnYxIqIBChBMaXN0VG9vbHNSZXF1ZXN0EhAKCHBsYXRmb3JtGAEgASgJEhAKCGNhdGVnb3J5GAIgASgJEgwKBHRhZ3MYAyADKAkSEAoIcHJvdmlkZXIYBCABKAkSIwoEdmlldxgFIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3EhEKCXBhZ2Vfc2l6ZRgGIAEoBRISCgpwYWdlX3Rva2VuGAcgASgJInYKEUxpc3RUb29sc1Jlc3BvbnNlEiAKBXRvb2xzGAEgAygLMhEudG9vbGhvc3QudjEuVG9vbBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkSEgoKdG90YWxfc2l6ZRgDIAEoBRISCgpnZW5lcmF0aW9uGAQgASgDIkMKDkdldFRvb2xSZXF1ZXN0EgwKBG5hbWUYASABKAkSIwoEdmlldxgCIAEoDjIVLnRvb2xob3N0LnYxLlRvb2xWaWV3IkYKD0dldFRvb2xSZXNwb25zZRIfCgR0b29sGAEgASgLMhEudG9vbGhvc3QudjEuVG9vbBISCgpnZW5lcmF0aW9uGAIgASgDIs8BCg9DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzItUBChVTdHJlYW1DYWxsVG9vbFJlcXVlc3QSDAoEbmFtZRgBIAEoCRIsCglhcmd1bWVudHMYAiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASGAoOYXJndW1lbnRzX2pzb24YAyABKAlIABIPCgdjYWxsX2lkGAQgASgJEjAKDW91dHB1dF9mb3JtYXQYBSABKA4yGS50b29saG9zdC52MS5PdXRwdXRGb3JtYXQSGwoTZmlsdGVyX2VtcHR5X2ZpZWxkcxgGIAEoCEIGCgRhcmdzIq0BChZTdHJlYW1DYWxsVG9vbFJlc3BvbnNlEi0KCHByb2dyZXNzGAEgASgLMhkudG9vbGhvc3QudjEuQ2FsbFByb2dyZXNzSAASKgoGb3V0cHV0GAIgASgLMhgudG9vbGhvc3QudjEuT3V0cHV0Q2h1bmtIABIvCgZyZXN1bHQYAyABKAsyHS50b29saG9zdC52MS5DYWxsVG9vbFJlc3BvbnNlSABCBwoFZXZlbnQiTwoMQ2FsbFByb2dyZXNzEhAKCHByb2dyZXNzGAEgASgBEhIKBXRvdGFsGAIgASgBSACIAQESDwoHbWVzc2FnZRgDIAEoCUIICgZfdG90YWwiRgoLT3V0cHV0Q2h1bmsSKQoGc3RyZWFtGAEgASgOMhkudG9vbGhvc3QudjEuT3V0cHV0U3RyZWFtEgwKBGRhdGEYAiABKAwijgMKEENhbGxUb29sUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIMCgR0b29sGAIgASgJEg8KB2NhbGxfaWQYAyABKAkSDgoGb3V0cHV0GAQgASgJEg4KBnN0ZGVychgFIAEoCRIxChFzdHJ1Y3R1cmVkX291dHB1dBgGIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIlCgVlcnJvchgHIAEoCzIWLnRvb2xob3N0LnYxLlRvb2xFcnJvchITCgtkdXJhdGlvbl9tcxgIIAEoARIQCgh0cmFjZV9pZBgJIAEoCRItCgl0aW1lc3RhbXAYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhYKCWV4aXRfY29kZRgLIAEoBUgAiAEBEhEKCXRydW5jYXRlZBgMIAEoCBIbChNvcmlnaW5hbF9zaXplX2J5dGVzGA0gASgDEhAKCHJlZGFjdGVkGA4gASgIEhIKCmdlbmVyYXRpb24YDyABKANCDAoKX2V4aXRfY29kZSIqCglUb29sRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJIg8KDVJlbG9hZFJlcXVlc3Qi3wEKDlJlbG9hZFJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSDQoFY291bnQYAiABKAUSDQoFdG9vbHMYAyADKAkSGAoQbWlzc2luZ19yZXF1aXJlZBgEIAMoCRIUCgxjYXRhbG9nX2RpcnMYBSADKAkSEgoKZ2VuZXJhdGlvbhgGIAEoAxIpCgZlcnJvcnMYByADKAsyGS50b29saG9zdC52MS5DYXRhbG9nRXJyb3ISDQoFYWRkZWQYCCADKAkSDwoHcmVtb3ZlZBgJIAMoCRIPCgdjaGFuZ2VkGAogAygJIjoKDENhdGFsb2dFcnJvchIMCgRmaWxlGAEgASgJEgwKBGxpbmUYAiABKAUSDgoGcmVhc29uGAMgASgJIioKFkdldEluc3RydWN0aW9uc1JlcXVlc3QSEAoIcHJvdmlkZXIYASABKAkiPwoXR2V0SW5zdHJ1Y3Rpb25zUmVzcG9uc2USEAoIbWFya2Rvd24YASABKAkSEgoKdG9vbF9uYW1lcxgCIAMoCSITChFXYXRjaFRvb2xzUmVxdWVzdCJoChJXYXRjaFRvb2xzUmVzcG9uc2USEgoKZ2VuZXJhdGlvbhgBIAEoAxINCgVjb3VudBgCIAEoBRINCgVhZGRlZBgDIAMoCRIPCgdyZW1vdmVkGAQgAygJEg8KB2NoYW5nZWQYBSADKAkiegoSU2VhcmNoVG9vbHNSZXF1ZXN0Eg0KBXF1ZXJ5GAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRIQCghwbGF0Zm9ybRgDIAEoCRIQCghjYXRlZ29yeRgEIAEoCRIMCgR0YWdzGAUgAygJEhAKCHByb3ZpZGVyGAYgASgJIloKE1NlYXJjaFRvb2xzUmVzcG9uc2USLwoHcmVzdWx0cxgBIAMoCzIeLnRvb2xob3N0LnYxLlNlYXJjaFRvb2xzUmVzdWx0EhIKCmdlbmVyYXRpb24YAiABKAMihwEKEVNlYXJjaFRvb2xzUmVzdWx0Eh8KBHRvb2wYASABKAsyES50b29saG9zdC52MS5Ub29sEg0KBXNjb3JlGAIgASgBEhYKDm1hdGNoZWRfaW50ZW50GAMgASgJEioKCWFyZ3VtZW50cxgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QqdwoMT3V0cHV0Rm9ybWF0Eh0KGU9VVFBVVF9GT1JNQVRfVU5TUEVDSUZJRUQQABIWChJPVVRQVVRfRk9STUFUX0pTT04QARIYChRPVVRQVVRfRk9STUFUX1BSRVRUWRACEhYKEk9VVFBVVF9GT1JNQVRfVEVYVBADKmEKDE91dHB1dFN0cmVhbRIdChlPVVRQVVRfU1RSRUFNX1VOU1BFQ0lGSUVEEAASGAoUT1VUUFVUX1NUUkVBTV9TVERPVVQQARIYChRPVVRQVVRfU1RSRUFNX1NUREVSUhACMokFCgtUb29sU2VydmljZRJKCglMaXN0VG9vbHMSHS50b29saG9zdC52MS5MaXN0VG9vbHNSZXF1ZXN0Gh4udG9vbGhvc3QudjEuTGlzdFRvb2xzUmVzcG9uc2USRAoHR2V0VG9vbBIbLnRvb2xob3N0LnYxLkdldFRvb2xSZXF1ZXN0GhwudG9vbGhvc3QudjEuR2V0VG9vbFJlc3BvbnNlEkcKCENhbGxUb29sEhwudG9vbGhvc3QudjEuQ2FsbFRvb2xSZXF1ZXN0Gh0udG9vbGhvc3QudjEuQ2FsbFRvb2xSZXNwb25zZRJbCg5TdHJlYW1DYWxsVG9vbBIiLnRvb2xob3N0LnYxLlN0cmVhbUNhbGxUb29sUmVxdWVzdBojLnRvb2xob3N0LnYxLlN0cmVhbUNhbGxUb29sUmVzcG9uc2UwARJBCgZSZWxvYWQSGi50b29saG9zdC52MS5SZWxvYWRSZXF1ZXN0GhsudG9vbGhvc3QudjEuUmVsb2FkUmVzcG9uc2USTwoKV2F0Y2hUb29scxIeLnRvb2xob3N0LnYxLldhdGNoVG9vbHNSZXF1ZXN0Gh8udG9vbGhvc3QudjEuV2F0Y2hUb29sc1Jlc3BvbnNlMAESXAoPR2V0SW5zdHJ1Y3Rpb25zEiMudG9vbGhvc3QudjEuR2V0SW5zdHJ1Y3Rpb25zUmVxdWVzdBokLnRvb2xob3N0LnYxLkdldEluc3RydWN0aW9uc1Jlc3BvbnNlElAKC1NlYXJjaFRvb2xzEh8udG9vbGhvc3QudjEuU2VhcmNoVG9vbHNSZXF1ZXN0GiAudG9vbGhvc3QudjEuU2VhcmNoVG9vbHNSZXNwb25zZUJEWkJnaXRodWIuY29tL3Rvb2xob3N0L3Rvb2xob3N0L2NsaWVudHMvZ28vZ2VuL3Rvb2xob3N0L3YxO3Rvb2xob3N0djFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_toolhost_v1_tool]);
 
 /**
  * The filter and page of a ListTools call. Every filter that is set must match.
@@ -836,6 +836,135 @@ export const WatchToolsResponseSchema: GenMessage<WatchToolsResponse> = /*@__PUR
   messageDesc(file_toolhost_v1_tool_service, 17);
 
 /**
+ * A search for tools, and the filter the results must match (every field that is set must).
+ *
+ * @generated from message toolhost.v1.SearchToolsRequest
+ */
+export type SearchToolsRequest = Message<"toolhost.v1.SearchToolsRequest"> & {
+  /**
+   * What the caller needs, in words ("is the database port open"), or a phrase a tool's intent answers
+   * ("check port 5432 on db.example.com"). At most 1,000 characters.
+   *
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * How many results at most: 0 means 10, the maximum is 50, negative is INVALID_ARGUMENT.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * Only tools for this platform, for example "linux". Empty means any.
+   *
+   * @generated from field: string platform = 3;
+   */
+  platform: string;
+
+  /**
+   * Only tools in this category, for example "network". Empty means any.
+   *
+   * @generated from field: string category = 4;
+   */
+  category: string;
+
+  /**
+   * Only tools that carry every one of these tags.
+   *
+   * @generated from field: repeated string tags = 5;
+   */
+  tags: string[];
+
+  /**
+   * The AI provider the results are for, with ListTools' rules; empty means none.
+   *
+   * @generated from field: string provider = 6;
+   */
+  provider: string;
+};
+
+/**
+ * Describes the message toolhost.v1.SearchToolsRequest.
+ * Use `create(SearchToolsRequestSchema)` to create a new message.
+ */
+export const SearchToolsRequestSchema: GenMessage<SearchToolsRequest> = /*@__PURE__*/
+  messageDesc(file_toolhost_v1_tool_service, 18);
+
+/**
+ * The best tools for a query, best first.
+ *
+ * @generated from message toolhost.v1.SearchToolsResponse
+ */
+export type SearchToolsResponse = Message<"toolhost.v1.SearchToolsResponse"> & {
+  /**
+   * At most page_size results, by descending score; an intent's match first.
+   *
+   * @generated from field: repeated toolhost.v1.SearchToolsResult results = 1;
+   */
+  results: SearchToolsResult[];
+
+  /**
+   * The generation that served the search, as the caller sees it (its view's; see ToolService).
+   *
+   * @generated from field: int64 generation = 2;
+   */
+  generation: bigint;
+};
+
+/**
+ * Describes the message toolhost.v1.SearchToolsResponse.
+ * Use `create(SearchToolsResponseSchema)` to create a new message.
+ */
+export const SearchToolsResponseSchema: GenMessage<SearchToolsResponse> = /*@__PURE__*/
+  messageDesc(file_toolhost_v1_tool_service, 19);
+
+/**
+ * One tool a search found.
+ *
+ * @generated from message toolhost.v1.SearchToolsResult
+ */
+export type SearchToolsResult = Message<"toolhost.v1.SearchToolsResult"> & {
+  /**
+   * The tool, in the BASIC view.
+   *
+   * @generated from field: toolhost.v1.Tool tool = 1;
+   */
+  tool?: Tool | undefined;
+
+  /**
+   * How well the tool matches, higher is better; comparable only within one response. An intent's match
+   * scores above every ranked result.
+   *
+   * @generated from field: double score = 2;
+   */
+  score: number;
+
+  /**
+   * The pattern of the intent that matched the whole query; empty for a ranked result.
+   *
+   * @generated from field: string matched_intent = 3;
+   */
+  matchedIntent: string;
+
+  /**
+   * For an intent's match: the arguments to call the tool with (the pattern's named groups, typed by the
+   * tool's schema, and the intent's constant arguments). Unset for a ranked result.
+   *
+   * @generated from field: google.protobuf.Struct arguments = 4;
+   */
+  arguments?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message toolhost.v1.SearchToolsResult.
+ * Use `create(SearchToolsResultSchema)` to create a new message.
+ */
+export const SearchToolsResultSchema: GenMessage<SearchToolsResult> = /*@__PURE__*/
+  messageDesc(file_toolhost_v1_tool_service, 20);
+
+/**
  * How CallToolResponse.output is written. A format renders the tool's structured output after the server has
  * redacted it (so a rendering holds nothing `structured_output` does not), and the size limit then applies to
  * the rendered text (`truncated` says when it was cut). A tool without structured output returns its own text
@@ -1037,6 +1166,24 @@ export const ToolService: GenService<{
     methodKind: "unary";
     input: typeof GetInstructionsRequestSchema;
     output: typeof GetInstructionsResponseSchema;
+  },
+  /**
+   * SearchTools finds the tools for a need written in words: a ranked top-k, not paged (there is no page
+   * token; ask for more results to see more).
+   *
+   * First the catalog's intents: each tool may declare regular expressions (with constant arguments) for
+   * phrases it answers; they are tried in catalog order against the whole query, case-insensitively, and the
+   * first that matches, with arguments its tool's input schema accepts, is the first result, with
+   * `matched_intent` and the `arguments` to call it with. Then a ranked search over the tools' names, display
+   * names, descriptions and tags fills the rest. Only tools the caller may see, matching the filter, appear.
+   * A query over 1,000 characters, or a negative page_size, is INVALID_ARGUMENT; an empty query returns nothing.
+   *
+   * @generated from rpc toolhost.v1.ToolService.SearchTools
+   */
+  searchTools: {
+    methodKind: "unary";
+    input: typeof SearchToolsRequestSchema;
+    output: typeof SearchToolsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_toolhost_v1_tool_service, 0);
