@@ -7,8 +7,8 @@ service mesh in front terminates TLS and authenticates).
 
 The HTTP listener (http_address) follows the same rule, with its own ways to tell scrapers apart: /metrics
 names every tool, hidden ones too, so beyond loopback it needs TLS and a metrics_token_file or a
-tls_client_ca_file; and /mcp and the REST API (/ai/tools) call tools, so it needs an auth_file or a tls_client_ca_file as gRPC
-does.
+tls_client_ca_file; and /mcp and the REST API (/ai/tools) call tools, so it needs an auth_file or a
+tls_client_ca_file as gRPC does.
 """
 
 from __future__ import annotations
@@ -93,9 +93,9 @@ def _check_http_exposure(config: Config, tls: bool) -> None:
         # The browser guard's Host check stops web pages, not other clients: they send any Host they like.
         raise UnsafeExposureError(
             f"refusing to serve /mcp and /ai/tools on http_address {address} without authentication: anyone "
-            "reaching it could list and call the tools; set auth_file (TOOLHOST_AUTH_FILE, bearer tokens) or tls_client_ca_file "
-            "(TOOLHOST_TLS_CLIENT_CA_FILE, client certificates); or bind http_address to 127.0.0.1; or pass "
-            "--insecure (TOOLHOST_INSECURE=true) when a proxy in front authenticates")
+            "reaching it could list and call the tools; set auth_file (TOOLHOST_AUTH_FILE, bearer tokens) or "
+            "tls_client_ca_file (TOOLHOST_TLS_CLIENT_CA_FILE, client certificates); or bind http_address to "
+            "127.0.0.1; or pass --insecure (TOOLHOST_INSECURE=true) when a proxy in front authenticates")
 
 
 def shell_refusal(config: Config) -> str:
