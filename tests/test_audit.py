@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 from datetime import UTC, datetime
 
 import pytest
 
 import toolhost
-from toolhost_server.audit import AuditRecord, AuditTrail, estimated_size
+from toolhost_server.audit import AuditRecord, AuditTrail, estimated_size, logfmt_value
 from toolhost_server.store.audit_table import AuditTable
 from toolhost_server.store.database import Store
 
@@ -63,6 +64,29 @@ async def test_secrets_a_caller_puts_in_the_fields_it_chooses_never_reach_the_au
     assert "[REDACTED]" in record["tool"] and "[REDACTED]" in record["call_id"]
     assert record["argument_keys"] == ["arg [REDACTED]"]
     assert key not in caplog.text and key not in str(record)
+
+
+async def test_names_a_caller_chose_are_quoted_in_the_audit_line(start_server, caplog):
+    # Unquoted, a tool name `x outcome=OK caller=root` would add two fields for a logfmt reader (a call id is
+    # checked for such characters: it is quoted only if that check ever loosens).
+    caplog.set_level(logging.INFO, logger="toolhost.audit")
+    server = await start_server()
+    async with toolhost.AsyncClient(server.target) as client:
+        with pytest.raises(toolhost.NotFoundError):
+            await client.call_tool('x outcome=OK caller=root "', {"a b": 1, "c=d": 2}, call_id="my-id")
+    [record] = [r for r in caplog.records if hasattr(r, "audit")]
+    fields = [word.split("=", 1) for word in shlex.split(record.getMessage())[1:]]
+    assert [key for key, _ in fields] == ["tool", "caller", "outcome", "duration_ms", "call_id", "argument_keys"]
+    values = dict(fields)
+    assert (values["tool"], values["caller"], values["outcome"]) == ('x outcome=OK caller=root "', "anonymous",
+                                                                     "TOOL_NOT_FOUND")
+    assert (values["call_id"], values["argument_keys"]) == ("my-id", "a b,c=d")
+
+
+def test_a_plain_value_is_written_as_it_is_and_any_other_quoted() -> None:
+    assert [logfmt_value(v) for v in ("echo", "order-42/retry#1", "a,b")] == ["echo", "order-42/retry#1", "a,b"]
+    assert [logfmt_value(v) for v in ("", "a b", 'a"b', "a=b", "a\\b", "caf\u00e9", "\u2028")] == [
+        '""', '"a b"', '"a\\"b"', '"a=b"', '"a\\\\b"', '"caf\\u00e9"', '"\\u2028"']
 
 
 async def test_a_cancelled_call_is_recorded_as_cancelled(start_server, tmp_path, caplog):

@@ -450,14 +450,30 @@ async def test_a_client_that_goes_away_stops_its_call(client, server):
     await eventually(lambda: server.toolhost.pipeline.in_flight == 0, "the call to be released")
 
 
-async def test_while_draining_every_route_answers_503(client, server):
+async def test_while_draining_every_route_answers_503_with_retry_after(client, server):
+    # Retry-After: a balancer or client that honours it retries soon (elsewhere), as after a 429.
     server.toolhost.pipeline.stop_accepting()
     for method, path in (("GET", "/ai/tools/list"), ("GET", "/ai/tools/search?q=echo"),
                          ("POST", "/ai/tools/reload")):
         response = await client.request(method, path)
         assert (response.status_code, response.json()["error"]) == (503, "SHUTTING_DOWN"), path
+        assert response.headers["retry-after"] == "1", path
     response = await client.post("/ai/tools/execute", json={"name": "echo", "params": {"text": "x"}})
     assert (response.status_code, response.json()["error"]) == (503, "SHUTTING_DOWN")
+    assert response.headers["retry-after"] == "1"
+
+
+async def test_every_json_answer_forbids_sniffing_it_as_another_type(client):
+    # The search body reflects its query: a browser must never read it as HTML.
+    answers = [await client.get("/ai/tools/search", params={"q": "<script>alert(1)</script>"}),
+               await client.get("/ai/tools/list"), await client.get("/openapi.json"),
+               await client.post("/ai/tools/execute", json={"name": "echo", "params": {"text": "<b>x</b>"}}),
+               await client.post("/ai/tools/execute", json={"name": "no_such_tool"}),
+               await client.get("/ai/tools/search", params={"limit": "-1"})]
+    assert [a.status_code for a in answers] == [200, 200, 200, 200, 404, 400]
+    for answer in answers:
+        assert answer.headers["x-content-type-options"] == "nosniff", answer.request.url
+        assert answer.headers["content-type"] == "application/json", answer.request.url
 
 
 async def test_a_call_running_when_the_grace_ends_is_stopped_and_answered_503(client, rest):

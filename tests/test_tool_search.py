@@ -7,10 +7,12 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import re2
 
 from toolhost_server.argument_text import ArgumentTextError, property_types, typed_argument
 from toolhost_server.auth import ANONYMOUS
 from toolhost_server.errors import InvalidRequestError
+from toolhost_server.intent_patterns import compile_intent
 from toolhost_server.listing import ToolFilter
 from toolhost_server.model import ToolSource, ToolSpec
 from toolhost_server.tool_search import MAX_QUERY_CHARACTERS, MAX_RESULTS
@@ -138,10 +140,55 @@ def test_a_patched_index_ranks_as_one_built_anew() -> None:
     changed.append(spec("tool_new", "quasar common"))
     patched, fresh = RankedIndex(changed, first), RankedIndex(changed)
     for query in ("quasar", "common", "word3 shared", "number10", "number3", "tool probe", "entirely common"):
-        assert patched.top(query, 10, lambda name: True) == fresh.top(query, 10, lambda name: True), query
+        assert patched.top(query, 10, patched.everything) == fresh.top(query, 10, fresh.everything), query
     # The previous snapshot's index still answers as before: nothing was patched in place.
-    assert [name for name, _ in first.top("number10", 5, lambda name: True)] == ["tool_10"]
-    assert first.top("quasar", 5, lambda name: True) == []
+    assert [name for name, _ in first.top("number10", 5, first.everything)] == ["tool_10"]
+    assert first.top("quasar", 5, first.everything) == []
+
+
+def test_a_view_ranks_as_an_index_of_its_tools_alone() -> None:
+    # Scores over a view are those of an index that never held the other tools: their count, their lengths and
+    # the words they use change nothing (ranking statistics over hidden tools would say they exist).
+    specs = [spec(f"tool_{i}", f"word{i % 7} common text number{i} shared") for i in range(40)]
+    specs += [spec("hidden_one", "common common quasar word3 " * 20), spec("hidden_two", "shared word1")]
+    seen = [s for s in specs if not s.name.startswith("hidden")]
+    whole, alone = RankedIndex(specs), RankedIndex(seen)
+    view = whole.visible(s.name for s in seen)
+    for query in ("common", "word3 shared", "quasar word1", "number10 text", "tool probe"):
+        assert whole.top(query, 50, view) == alone.top(query, 50, alone.everything), query
+    assert whole.top("common", 50, whole.everything) != alone.top("common", 50, alone.everything)
+    # The excluded tool (an intent's match, shown first) is left out, and the count still filled.
+    assert [name for name, _ in whole.top("number10 number11", 1, view, excluded="tool_10")] == ["tool_11"]
+
+
+INTENT_PATTERNS = ["run job (?P<text>\\S+) on tool_00010", "ping[.!]?", "dns lookup (?:for |of )?(?P<domain>\\S+)",
+                   "(?:x|x?)+y", ".*foo", "abc|abd", "ab(?i)cd", "(?i:Ab)c", "a{0}bc", "\\Qa.b\\E+", "k+s", "é+x",
+                   "(?-i:Ping) (?P<host>.+)", "^check port (?P<port>\\d+)$", "[Ss]how (?P<text>.*)",
+                   "show (?P<text>.*)"]
+INTENT_QUERIES = ["run job x on tool_00010", "RUN JOB x ON TOOL_00010", "run jo", "ping", "PING!", "Ping.", "pin",
+                  "dns lookup for a.b", "DNS LOOKUP a", "xxy", "XY", "y", "a foo", "abd", "ABD", "abCD", "ABCD",
+                  "aBc", "Abc", "bc", "BC", "a.b", "A.B", "a.ba.b", "kks", "KKS", "\u212a\u017f", "\u212aK\u017fS",
+                  "éx", "ÉX", "Ping db", "ping db", "PING db", "check port 80", "CHECK PORT 80", "show x",
+                  "Show Me", "\u017fhow x", "", " ping", "ping\n"]
+
+
+@pytest.mark.parametrize("pattern", INTENT_PATTERNS)
+def test_an_intent_matches_exactly_what_re2_matches(pattern: str) -> None:
+    # The pattern's literal start passes most queries over before RE2 runs: never one RE2 would match.
+    compiled = compile_intent(pattern)
+    options = re2.Options()
+    options.case_sensitive, options.dot_nl = False, True
+    plain = re2.compile(pattern, options)
+    for query in INTENT_QUERIES:
+        expected = plain.fullmatch(query)
+        assert compiled.fullmatch(query) == (expected.groupdict() if expected else None), (pattern, query)
+
+
+async def test_a_query_whose_start_re2_folds_to_ascii_still_routes(start_server: ServerFactory) -> None:
+    # The long s folds to s in RE2: the intents' quick test of their literal start must not pass it over.
+    server = await start_server()
+    found = server.toolhost.tool_search.search("\u017fhow directory of c drive on host1", ANONYMOUS, ToolFilter())
+    assert (found.hits[0].tool.spec.name, found.hits[0].arguments) == ("windows_list_directory", {"host": "host1"})
 
 
 @pytest.mark.parametrize(("text", "kind", "value"), [

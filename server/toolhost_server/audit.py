@@ -9,7 +9,10 @@ line of each call has been written already). See batching.py for what is retried
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +26,10 @@ from .sanitize import REDACTED_BY, LearningRedactor, Redactor, current_redactor
 logger = logging.getLogger("toolhost.audit")
 _MESSAGE = "call tool=%s caller=%s outcome=%s duration_ms=%.1f call_id=%s argument_keys=%s"
 _MESSAGE_WITH_CLIENT_TRACE_ID = _MESSAGE + " client_trace_id=%s"
+# A value a caller chose is written as it is only when it cannot be read as more than one logfmt value: printable
+# ASCII without a space, `"`, `=` or backslash. Any other is quoted (`client_trace_id=x caller=admin` would
+# otherwise add a field for a logfmt reader).
+_PLAIN_VALUE = re.compile(r'[!#-<>-\[\]-~]+')
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +122,12 @@ class AuditTrail:
             self.writer.start()
 
     def record(self, entry: AuditRecord) -> None:
+        if entry.client_trace_id and self._redactor is not None:
+            # Kept as the log shows it: the caller's free text may hold a secret, which the store would keep
+            # for as long as it keeps records (the tool name and call id are names the server checks).
+            redacted = current_redactor(self._redactor).redact_text(entry.client_trace_id)
+            if redacted.redacted:
+                entry = dataclasses.replace(entry, client_trace_id=redacted.value)
         if logger.isEnabledFor(logging.INFO):
             self._log(entry)
         if self.writer is not None:
@@ -135,14 +148,20 @@ class AuditTrail:
             extra[REDACTED_BY] = redactor
         # Made here and handed to the handlers: logger.info would first walk the stack to find the calling line,
         # which is always this one.
-        args: tuple[Any, ...] = (fields["tool"], fields["caller"], fields["outcome"], fields["duration_ms"],
-                                 fields["call_id"], ",".join(fields["argument_keys"]) or "-")
+        args: tuple[Any, ...] = (logfmt_value(fields["tool"]), logfmt_value(fields["caller"]), fields["outcome"],
+                                 fields["duration_ms"], logfmt_value(fields["call_id"]),
+                                 logfmt_value(",".join(fields["argument_keys"]) or "-"))
         message = _MESSAGE
         if entry.client_trace_id:
-            message, args = _MESSAGE_WITH_CLIENT_TRACE_ID, (*args, fields["client_trace_id"])
+            message, args = _MESSAGE_WITH_CLIENT_TRACE_ID, (*args, logfmt_value(fields["client_trace_id"]))
         logger.handle(logger.makeRecord(logger.name, logging.INFO, __file__, 0, message, args, None, "_log", extra))
 
     async def close(self) -> None:
         """Stop the writer after storing what is waiting."""
         if self.writer is not None:
             await self.writer.close()
+
+
+def logfmt_value(value: str) -> str:
+    """`value` as one value of a `key=value` log line: as it is when plain, else JSON-quoted in ASCII."""
+    return value if _PLAIN_VALUE.fullmatch(value) else json.dumps(value)

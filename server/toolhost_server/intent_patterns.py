@@ -1,74 +1,112 @@
-"""How an intent's regular expression is compiled, and the shapes of pattern refused at load.
+"""How an intent's pattern is compiled and matched: with RE2, so that no pattern a catalog author writes can stall
+the server on a crafted query.
 
-Intent patterns come from catalog authors and run on callers' text, in the event loop, with the standard `re`
-module (no match timeout; the `regex` module, which has one, is not a dependency). A query is at most 1,000
-characters (tool_search.MAX_QUERY_CHARACTERS), which bounds a linear or polynomial pattern but not an exponential
-one, so the textbook exponential shape, a repeat inside a repeat (`(a+)+`, `(\\w*\\s?)*`), is refused here with a
-way to write it instead. That is a heuristic: alternatives that overlap inside a repeat (`(a|a)*`) still pass.
+Python's `re` backtracks: `(?:x|x?)+y` took 37 s on 26 characters, and no check of a pattern's shape catches every
+such case. RE2 matches in time linear in the query for a given pattern, and has no backreferences, lookarounds,
+possessive repeats or atomic groups: a pattern using them is refused at load. Its time is also proportional to
+the pattern's compiled size, so a pattern over MAX_PROGRAM_SIZE instructions is refused as well (one of 432,000
+instructions took 68 s on a 1,000-character query; the bundled intents compile to 11 to 78). In RE2, `\\d`, `\\w`,
+`\\s` and `\\b` are ASCII, where Python's were Unicode: `\\d+` takes "5432", not "٥٤٣٢".
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from collections.abc import Mapping
+from typing import Final
 
-# Whole-query matches (fullmatch) ignoring case; `.` also matches a line break, so that a group such as
-# `(?P<text>.+)` takes a query of several lines whole.
-INTENT_FLAGS = re.IGNORECASE | re.DOTALL
+import re2
 
-try:  # the parser `re` itself uses; private, so the check is skipped where it is gone
-    from re import _constants as _sre_constants  # type: ignore[attr-defined]
-    from re import _parser as _sre_parser  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python versions that have moved it
-    _sre_parser = _sre_constants = None
+# Past this many instructions a pattern is refused. 3,000 keeps one match of the longest query (1,000 characters,
+# tool_search.MAX_QUERY_CHARACTERS) within about 30 ms however the pattern is written (measured with captures
+# that all take part), and lets a pattern hold two Unicode classes: `\p{L}` alone compiles to about 1,200.
+MAX_PROGRAM_SIZE: Final = 3000
+
+# The documented semantics: the whole query, ignoring case; `.` also matches a line break, so that a group such
+# as `(?P<text>.+)` takes a query of several lines whole.
+_OPTIONS: Final = re2.Options()
+_OPTIONS.case_sensitive = False
+_OPTIONS.dot_nl = True
+_OPTIONS.log_errors = False  # RE2 would print each refused pattern to stderr; the catalog problem says it
+# The same but case-sensitive: only to find the text every match starts with (see _required_prefix).
+_CASE_SENSITIVE: Final = re2.Options()
+_CASE_SENSITIVE.dot_nl = True
+_CASE_SENSITIVE.log_errors = False
+# How much of a match's start RE2 is asked to bound: more than any intent's leading words.
+PREFIX_SCAN_CHARACTERS: Final = 64
+
+_NOT_IN_RE2 = ("RE2 syntax is required: backreferences (\\1, (?P=name)), lookarounds ((?=, (?!, (?<=, (?<!), "
+               "possessive repeats (a++), atomic groups ((?>...)), conditionals and \\Z are not supported, nor is "
+               "a counted repeat over 1000")
 
 
 class IntentPatternError(ValueError):
     """An intent pattern that cannot be used; the message says why and how to fix it."""
 
 
-def compile_intent(pattern: str) -> re.Pattern[str]:
-    """`pattern` compiled with INTENT_FLAGS; IntentPatternError when it is not a regular expression or nests
-    unbounded repeats."""
+class IntentPattern:
+    """One intent's pattern, compiled: `fullmatch` tells whether it matches a whole query, and the text of each
+    named group if so."""
+
+    __slots__ = ("_compiled", "group_names", "pattern", "required_prefix")
+
+    def __init__(self, pattern: str) -> None:
+        try:
+            compiled = re2.compile(pattern, _OPTIONS)
+        except re2.error as exc:
+            reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+            raise IntentPatternError(f"intent {pattern!r} is not a regular expression toolhost can use ({reason}); "
+                                     f"{_NOT_IN_RE2}") from None
+        size = compiled.programsize
+        if size > MAX_PROGRAM_SIZE:
+            raise IntentPatternError(
+                f"intent {pattern!r} compiles to {size} instructions, more than the {MAX_PROGRAM_SIZE} an intent "
+                "may take (matching costs time in proportion): write it shorter, with fewer counted repeats "
+                "(a{50}) and Unicode classes (\\p{L}; `\\S+` or `.+?` take any word)")
+        self.pattern = pattern
+        self._compiled = compiled
+        self.group_names: tuple[str, ...] = tuple(compiled.groupindex)
+        self.required_prefix = _required_prefix(pattern)
+        """ASCII text, lowercased, that every query this pattern matches starts with, ignoring case (at most
+        PREFIX_SCAN_CHARACTERS long; "" if there is none): most intents start with words, so a search of a
+        thousand intents passes most of them over without a call into RE2, which costs microseconds."""
+
+    def fullmatch(self, text: str) -> Mapping[str, str | None] | None:
+        """Each named group's text (None for a group that took no part) when the pattern matches all of `text`,
+        else None."""
+        if not may_start(self.required_prefix, text[:PREFIX_SCAN_CHARACTERS]):
+            return None
+        match = self._compiled.fullmatch(text)
+        if match is None:
+            return None
+        groups: dict[str, str | None] = match.groupdict()
+        return groups
+
+
+def _required_prefix(pattern: str) -> str:
+    """The ASCII text, lowercased, that every match of `pattern` starts with, ignoring case ("" if none).
+
+    RE2 bounds the strings a pattern matches (every match m has low <= m <= high), so their common start
+    starts every match; asked of the case-sensitive pattern, whose case variants are what the intent matches.
+    """
     try:
-        compiled = re.compile(pattern, INTENT_FLAGS)
-    except (re.error, OverflowError, RecursionError) as exc:  # a{4294967296} is an OverflowError
-        raise IntentPatternError(f"intent {pattern!r} is not a valid regular expression: {exc}") from exc
-    if _sre_parser is not None and _nests_repeats(_sre_parser.parse(pattern), outer=""):
-        raise IntentPatternError(
-            f"intent {pattern!r} repeats a group that itself repeats (such as `(a+)+` or `(\\w+\\s?)*`), which "
-            "can take exponential time on a crafted query; repeat one character class instead (`[\\w\\s]+`) or "
-            "make the inner repeat possessive (`\\w++`)")
-    return compiled
+        low, high = re2.compile(pattern, _CASE_SENSITIVE).possiblematchrange(PREFIX_SCAN_CHARACTERS)
+    except re2.error:  # no bound (a pattern starting with `.*`), or a pattern RE2 sizes differently
+        return ""
+    length = 0
+    while length < min(len(low), len(high)) and low[length] == high[length] and low[length] < 0x80:
+        length += 1
+    prefix: str = low[:length].decode("ascii")
+    return prefix.lower()
 
 
-def _nests_repeats(items: Any, outer: str) -> bool:
-    """Whether a parsed pattern repeats something of varying length inside a repeat in a way that backtracks
-    exponentially: a repeat of varying count inside an unbounded one (`(a{1,2})*`; an optional `?` passes), an
-    unbounded one inside any repeat of more than once (`(a+){2,9}`). `outer` is the repeat around `items`: "",
-    "bounded" or "unbounded". A short bounded repeat in a bounded one, such as an address's `(\\d{1,3}\\.){3}`,
-    passes."""
-    constants = _sre_constants
-    for op, value in items:
-        if op in (constants.MAX_REPEAT, constants.MIN_REPEAT):
-            least, most, body = value
-            unbounded = most == constants.MAXREPEAT
-            if (outer == "unbounded" and least != most and most > 1) or (outer and unbounded):
-                return True
-            inner = "unbounded" if unbounded or outer == "unbounded" else "bounded" if most > 1 or outer else ""
-            if _nests_repeats(body, inner):
-                return True
-        elif op == constants.SUBPATTERN:
-            if _nests_repeats(value[3], outer):
-                return True
-        elif op == constants.BRANCH:
-            if any(_nests_repeats(branch, outer) for branch in value[1]):
-                return True
-        elif op in (constants.ASSERT, constants.ASSERT_NOT):
-            if _nests_repeats(value[1], outer):
-                return True
-        elif op == constants.GROUPREF_EXISTS and any(
-                branch is not None and _nests_repeats(branch, outer) for branch in value[1:]):
-            return True
-        # POSSESSIVE_REPEAT and ATOMIC_GROUP never backtrack into themselves: whatever they hold is safe.
-    return False
+def may_start(prefix: str, head: str) -> bool:
+    """Whether a query starting with `head` (its first PREFIX_SCAN_CHARACTERS) may match a pattern whose
+    required_prefix is `prefix`. Only an ASCII start is compared: RE2 also folds k and s with the Kelvin sign
+    and the long s."""
+    return not prefix or not head.isascii() or head.lower().startswith(prefix)
+
+
+def compile_intent(pattern: str) -> IntentPattern:
+    """`pattern` compiled for matching whole queries, ignoring case; IntentPatternError when RE2 cannot compile
+    it or it is too large."""
+    return IntentPattern(pattern)

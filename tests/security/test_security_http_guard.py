@@ -71,7 +71,13 @@ async def test_two_host_headers_are_refused_whichever_comes_first(order):
             hosts.reverse()
         head = post_head(hosts[0], f"Host: {hosts[1]}")
         answer = await raw_request(server.port, head + "{}")
-    assert answer.status == 403 and b'"missing_host"' in answer.body and server.bodies == []
+    # uvicorn's h11 parser (what a plain install runs) refuses a repeated Host itself with 400; httptools (installed
+    # with `make bench`) passes both on, and the guard refuses them with 403. Either way no route runs.
+    if answer.status == 400:
+        assert answer.body == b"Invalid HTTP request received."
+    else:
+        assert answer.status == 403 and b'"missing_host"' in answer.body
+    assert server.bodies == []
 
 
 async def test_a_rebound_page_cannot_use_any_method_nor_dodge_the_guard_by_the_path():

@@ -6,15 +6,19 @@ stands in front."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import shlex
 from typing import Any
 
 import pytest
 
+from toolhost_server.store.audit_table import AuditTable
+from toolhost_server.store.database import Store
 from toolhost_server.tools.base import ToolRaisedFailure
 
-from helpers.auth import Tokens, auth_file_text
+from helpers.auth import GREET, Tokens, auth_file_text
 from helpers.auth import write_catalog as write_role_catalog
 from helpers.catalogs import write_tool
 from helpers.rest_http import rest_client, serving_rest
@@ -95,6 +99,15 @@ async def agent(rest, tokens):
     pytest.param(b'{"name": {"$ne": null}}', id="name-not-a-string"),
     pytest.param(b"{" + b",".join(b'"k%d": 1' % i for i in range(20_000)) + b', "name": "echo_counted"}',
                  id="twenty-thousand-unknown-keys"),
+    pytest.param(b'{"name": "secret_tool", "name": "echo_counted"}', id="name-twice"),
+    pytest.param(b'{"name": "echo_counted", "params": {"host": "allowed", "host": "forbidden"}}',
+                 id="argument-twice"),
+    pytest.param(b'{"name": "echo_counted", "params": {"a": {"k": 1, "k": 2}}}', id="nested-key-twice"),
+    pytest.param(json.dumps({"name": "echo_counted"}).encode("utf-16"), id="utf-16-with-bom"),
+    pytest.param(json.dumps({"name": "echo_counted"}).encode("utf-16-le"), id="utf-16-without-bom"),
+    pytest.param(json.dumps({"name": "echo_counted"}).encode("utf-32"), id="utf-32"),
+    pytest.param(b'{"name": "echo_counted", "params": {"t": "\xc0\xaf"}}', id="overlong-utf8"),
+    pytest.param(b'{"name": "echo_counted", "params": {"t": "\xed\xa0\x80"}}', id="encoded-surrogate"),
 ])
 async def test_a_hostile_body_runs_nothing_and_gets_a_short_400_quoting_none_of_it(admin, body):
     before = len(CALLS)
@@ -106,6 +119,30 @@ async def test_a_hostile_body_runs_nothing_and_gets_a_short_400_quoting_none_of_
     assert len(CALLS) == before
     # Still serving.
     assert (await admin.post(EXECUTE, json={"name": "echo_counted"})).json()["output"] == "counted"
+
+
+@pytest.mark.parametrize(("body", "named"), [
+    (b'{"name": "secret_tool", "name": "echo_counted"}', '"name"'),
+    (b'{"name": "echo_counted", "params": {"host": "a", "host": "b"}}', '"host"'),
+    (b'{"name": "echo_counted", "params": {"\\u001b[2J": 1, "\\u001b[2J": 2}}', '"\\u001b[2J"'),
+    (b'{"name": "echo_counted", "params": {"' + b"k" * 100 + b'": 1, "' + b"k" * 100 + b'": 2}}',
+     '"' + "k" * 64 + '..."'),
+])
+async def test_a_key_twice_in_one_object_is_400_naming_it(admin, body, named):
+    # A gateway that reads the first `name` (or `host`) would check another value than the one toolhost uses.
+    before = len(CALLS)
+    response = await admin.post(EXECUTE, content=body, headers=JSON)
+    assert response.status_code == 400
+    message = response.json()["error_message"]
+    assert f"the key {named} appears more than once" in message, message
+    assert "\x1b" not in response.text and len(CALLS) == before
+
+
+async def test_a_body_not_in_utf8_is_400_saying_so(admin):
+    response = await admin.post(EXECUTE, content=json.dumps({"name": "echo_counted"}).encode("utf-16"),
+                                headers=JSON)
+    assert response.status_code == 400
+    assert response.json()["error_message"] == "the body is not UTF-8 (byte 0); send JSON encoded as UTF-8"
 
 
 async def test_many_argument_keys_are_refused_before_any_record_keeps_them(admin):
@@ -185,6 +222,37 @@ async def test_a_secret_in_a_client_trace_id_is_redacted_in_the_audit_log(admin,
     assert "[REDACTED]" in record.audit["client_trace_id"]
 
 
+@pytest.mark.parametrize("trace_id", ['x" level="CRITICAL', "x caller=admin outcome=OK", "a\\b=c", "two  spaces"])
+async def test_a_client_trace_id_adds_no_field_to_the_audit_line(admin, trace_id, caplog):
+    # A logfmt reader (Loki, Vector) would take `client_trace_id=x caller=admin` as two fields.
+    with caplog.at_level(logging.INFO, logger="toolhost.audit"):
+        response = await admin.post(EXECUTE, json={"name": "echo_counted", "trace_id": trace_id})
+    assert response.json()["trace_id"] == trace_id
+    [record] = [record for record in caplog.records if hasattr(record, "audit")]
+    words = shlex.split(record.getMessage())
+    assert words[0] == "call"
+    fields = [word.split("=", 1) for word in words[1:]]
+    assert [key for key, _ in fields] == ["tool", "caller", "outcome", "duration_ms", "call_id", "argument_keys",
+                                          "client_trace_id"]
+    assert dict(fields)["client_trace_id"] == trace_id and dict(fields)["caller"] == "admin-token"
+
+
+@pytest.mark.parametrize("trace_id", [f"password={SECRET}", "Bearer sk-live-abcdef0123456789"])
+async def test_a_secret_in_a_client_trace_id_is_stored_redacted_and_echoed_only_to_its_caller(admin, server,
+                                                                                              trace_id):
+    response = await admin.post(EXECUTE, json={"name": "echo_counted", "trace_id": trace_id})
+    assert response.json()["trace_id"] == trace_id  # the caller's own text, back to it alone
+    await server.toolhost.audit.close()  # writes what is waiting
+    table = AuditTable(Store.from_config(server.toolhost.config))
+    try:
+        stored = await asyncio.to_thread(table.latest, 10)
+    finally:
+        table.store.close()
+    [kept] = [record.client_trace_id for record in stored if record.client_trace_id]
+    secret = trace_id.split("=")[-1].split(" ")[-1]
+    assert secret not in kept and "[REDACTED]" in kept
+
+
 async def test_secrets_stay_out_of_outputs_and_error_messages(admin):
     leaked = (await admin.post(EXECUTE, json={"name": "echo_leaky"})).json()
     failed = (await admin.post(EXECUTE, json={"name": "echo_failing"})).json()
@@ -207,6 +275,22 @@ async def test_a_hidden_tool_is_answered_byte_for_byte_as_a_missing_one_and_neve
     assert (await admin.post("/ai/tools/reload")).json()["removed"] == ["secret_tool"]
     missing = await agent.post(EXECUTE, json={"name": "secret_tool", "params": {"name": "x"}})
     assert (hidden.status_code, hidden.content) == (missing.status_code, missing.content) == (404, missing.content)
+
+
+async def test_a_hidden_tool_changes_no_byte_of_a_restricted_caller_s_search(agent, admin, tmp_path):
+    # Ranking statistics (how many tools, their mean length, how many hold a word) over every tool would let a
+    # caller count hidden tools and learn the words they use; over what the caller sees, they say nothing.
+    queries = [{"q": "echo counts its calls test tool", "limit": "50"}, {"q": "test probe tool"},
+               {"q": "echo", "tags": "none"}]
+    before = [(await agent.get("/ai/tools/search", params=query)).content for query in queries]
+    write_tool(tmp_path / "catalog", "payroll_export",
+               "name: payroll_export\ndescription: Test tool echo counts its calls, echo probe tool echo.\n"
+               "category: payroll\ntags: [echo, test]\n" + GREET)
+    assert (await admin.post("/ai/tools/reload")).json()["added"] == ["payroll_export"]
+    assert [(await agent.get("/ai/tools/search", params=query)).content for query in queries] == before
+    assert b"echo_counted" in before[0]
+    # Seen by the admin, it moves the scores of the others: the statistics do count what a caller sees.
+    assert "payroll_export" in (await admin.get("/ai/tools/search", params=queries[0])).text
 
 
 async def test_reload_without_the_admin_right_is_403_and_reloads_nothing(rest, server, tokens):

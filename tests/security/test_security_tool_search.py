@@ -1,19 +1,24 @@
-"""Attacks on SearchTools' core: hidden tools leaking through an intent or a ranked hit, a catalog author's
-catastrophic regular expression, oversized and odd queries."""
+"""Attacks on SearchTools' core: hidden tools leaking through an intent, a ranked hit or a score, a catalog
+author's catastrophic regular expression, oversized and odd queries."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
+import httpx
 import pytest
 
 from toolhost_server.auth import ANONYMOUS, AuthMethod, Caller, Permissions, ToolSet
 from toolhost_server.errors import InvalidRequestError
+from toolhost_server.intent_patterns import IntentPattern
 from toolhost_server.listing import ToolFilter
 from toolhost_server.tool_search import MAX_QUERY_CHARACTERS
 
 from helpers.catalogs import write_tool
-from helpers.servers import ServerFactory
+from helpers.servers import ServerFactory, ServerProcess
+from helpers.waiting import HANG_GUARD_SECONDS
 
 TOOL = """\
 name: {name}
@@ -45,19 +50,83 @@ async def test_hidden_tools_never_appear_even_when_their_intent_matches(start_se
     assert search.search("ledger alice", AGENT, ToolFilter()).generation == before
 
 
-async def test_a_catastrophic_intent_is_refused_at_load_and_the_rest_served(start_server: ServerFactory,
-                                                                            tmp_path: Path) -> None:
-    write_tool(tmp_path, "redos", TOOL.format(name="redos", intent="(?P<name>(a+)+)!"))
-    write_tool(tmp_path, "open_ledger", TOOL.format(name="open_ledger", intent="ledger (?P<name>\\S+)"))
-    server = await start_server(catalog_dirs=(tmp_path,))
-    report = await server.toolhost.reloader.reload("test")
-    problems = [p for p in report.problems if p.file.endswith("redos.yaml")]
-    assert problems and "exponential time" in problems[0].reason
-    snapshot = server.toolhost.registry.snapshot
-    assert "redos" not in snapshot and "open_ledger" in snapshot
-    # The query that would have taken exponential time with that pattern now costs one failed match per intent.
-    query = "a" * (MAX_QUERY_CHARACTERS - 1) + "?"
-    assert server.toolhost.tool_search.search(query, AGENT, ToolFilter()).hits == ()
+# The review's patterns that backtracked exponentially (or as n^4) in Python's `re`, each with a query that took
+# it from seconds to forever (`(?:x|x?)+y`: 37 s at 26 characters): RE2 answers each in linear time. Each
+# pattern's third text matches it and no pattern before it.
+CATASTROPHIC = [
+    ("(?:x|x?)+y", "x" * MAX_QUERY_CHARACTERS, "xxxy"),
+    ("(?:a|a)*b", "a" * MAX_QUERY_CHARACTERS, "aab"),
+    ("(?:c|cc)+d", "c" * MAX_QUERY_CHARACTERS, "cccd"),
+    ("(?:a?){25}a{25}", "a" * 24 + "#", "a" * 30),
+    ("(?:e+)+f", "e" * (MAX_QUERY_CHARACTERS - 1) + "#", "eef"),
+    ("(?:\\w|\\d)+!", "1" * MAX_QUERY_CHARACTERS, "12!"),
+    ("(.*)(.*)(.*)(.*)!", " " * MAX_QUERY_CHARACTERS, "  !"),
+    ("(?:\\s*(?P<name>\\w+)\\s*)+;", "a" * MAX_QUERY_CHARACTERS, "a b;"),
+]
+SLOW = """\
+name: {name}
+description: Greets.
+runner: {{type: python, entrypoint: 'toolhost_server.tools.samples:greet'}}
+parameters: [{{name: name, type: string, required: true}}]
+intents: [{{pattern: '{intent}', arguments: {{name: slow}}}}]
+"""
+
+
+@pytest.mark.server
+async def test_intents_that_backtrack_in_re_load_and_every_query_is_answered(tmp_path: Path) -> None:
+    # A `toolhost serve` child, so that a regression hangs that process, not the test's: matching with a
+    # backtracking engine again, it would not answer the worst query, and the hang guard would fail the test
+    # naming the pattern (no bound on how fast it answers).
+    for number, (pattern, _, _) in enumerate(CATASTROPHIC):
+        write_tool(tmp_path, f"slow_{number}", SLOW.format(name=f"slow_{number}", intent=pattern))
+    process = ServerProcess("--catalog-dir", str(tmp_path))
+    try:
+        await process.start()
+        found = await process.wait_for_log(rb"serving HTTP \(/mcp, /ai/tools, .* on 127\.0\.0\.1:(\d+)")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{int(found.group(1))}",
+                                     timeout=HANG_GUARD_SECONDS) as client:
+            for number, (pattern, worst, matching) in enumerate(CATASTROPHIC):
+                try:
+                    answer = await client.get("/ai/tools/search", params={"q": worst})
+                except httpx.TimeoutException:
+                    raise AssertionError(f"no answer to the worst query of {pattern!r} (the hang guard)") from None
+                assert answer.status_code == 200, answer.text
+                assert not [hit for hit in answer.json()["results"] if hit["matched_intent"]], pattern
+                routed = (await client.get("/ai/tools/search", params={"q": matching})).json()["results"][0]
+                assert (routed["tool"]["name"], routed["matched_intent"]) == (f"slow_{number}", pattern)
+    finally:
+        await process.stop()
+
+
+async def test_a_hidden_tool_s_intents_are_never_run_for_the_caller(start_server: ServerFactory,
+                                                                    tmp_path: Path) -> None:
+    # A hidden tool's intents cost a caller nothing (and time nothing about the tool): they are passed over
+    # before matching, not after.
+    write_tool(tmp_path / "a", "secret_ledger", TOOL.format(name="secret_ledger", intent="ledger (?P<name>\\S+)"))
+    write_tool(tmp_path / "b", "open_ledger", TOOL.format(name="open_ledger", intent="ledger (?P<name>\\S+)"))
+    server = await start_server(catalog_dirs=(tmp_path / "a", tmp_path / "b"))
+    search = server.toolhost.tool_search
+    routes = search._searching(server.toolhost.registry.snapshot).routes
+    matched: list[str] = []
+    routes._routes = tuple(dataclasses.replace(route, pattern=_Recorded(route.pattern, route.tool, matched))
+                           for route in routes._routes)
+    assert search.search("ledger alice", AGENT, ToolFilter()).hits[0].tool.spec.name == "open_ledger"
+    assert matched == ["open_ledger"]
+    # Seen, it is tried first (catalog order) and answers.
+    assert search.search("ledger alice", ANONYMOUS, ToolFilter()).hits[0].tool.spec.name == "secret_ledger"
+    assert matched[-1] == "secret_ledger"
+
+
+class _Recorded:
+    """An intent's pattern that notes the tool whose intent was matched against a query."""
+
+    def __init__(self, pattern: IntentPattern, tool: str, matched: list[str]) -> None:
+        self._pattern, self._tool, self._matched = pattern, tool, matched
+        self.group_names, self.required_prefix = pattern.group_names, pattern.required_prefix
+
+    def fullmatch(self, text: str) -> Mapping[str, str | None] | None:
+        self._matched.append(self._tool)
+        return self._pattern.fullmatch(text)
 
 
 @pytest.mark.parametrize("query", [
@@ -84,3 +153,14 @@ async def test_a_query_one_character_over_is_refused(start_server: ServerFactory
     server = await start_server()
     with pytest.raises(InvalidRequestError, match="1001 characters long; at most 1000"):
         server.toolhost.tool_search.search("é" * (MAX_QUERY_CHARACTERS + 1), AGENT, ToolFilter())
+
+
+async def test_digits_of_other_scripts_route_no_port(start_server: ServerFactory) -> None:
+    # RE2's \d is ASCII: Arabic-Indic or fullwidth digits are no port for `(?P<port>\d{1,5})`, where Python's
+    # \d and int() made both 5432.
+    server = await start_server()
+    search = server.toolhost.tool_search
+    assert search.search("check port 5432 on db", ANONYMOUS, ToolFilter()).hits[0].arguments == {
+        "port": 5432, "host": "db"}
+    for query in ("check port \u0665\u0664\u0663\u0662 on db", "check port \uff15\uff14\uff13\uff12 on db"):
+        assert not [hit for hit in search.search(query, ANONYMOUS, ToolFilter()).hits if hit.matched_intent]

@@ -470,7 +470,7 @@ def _intent(item: Any, input_schema: Mapping[str, Any], names: frozenset[str], i
     except IntentPatternError as exc:
         raise DefinitionError(str(exc), pattern_at) from exc
     known = ", ".join(sorted(names)) or "none"
-    for group in compiled.groupindex:
+    for group in compiled.group_names:
         if group not in names:
             raise DefinitionError(f"intent {pattern!r} captures (?P<{group}>...), but {group!r} is not a parameter "
                                   f"of the tool; name each group after a parameter (the parameters: {known})",
@@ -479,7 +479,7 @@ def _intent(item: Any, input_schema: Mapping[str, Any], names: frozenset[str], i
         if key not in names:
             raise DefinitionError(f"intent argument {key!r} is not a parameter of the tool (the parameters: "
                                   f"{known})", (*at, "arguments", str(key)), at_key=True)
-    if not compiled.groupindex:  # its arguments are all constants: they must be a whole valid call now
+    if not compiled.group_names:  # its arguments are all constants: they must be a whole valid call now
         error = next(iter(compile_validator(input_schema).iter_errors(dict(arguments))), None)
         if error is not None:
             raise DefinitionError(f"intent {pattern!r} has no named groups, so its arguments must be a whole "

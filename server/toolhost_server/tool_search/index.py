@@ -6,8 +6,9 @@ A reload must cost what it changed (bench/findings/catalog_scale.md: one changed
 its terms and its document number while its spec is the same object (the catalog reader reuses the spec of an
 unchanged file), and the postings of the terms no changed tool holds are shared, never copied. Each posting
 keeps a term's weighted count in the tool and the tool's length; BM25's weights, which depend on the tool
-count and the mean length, are computed by the query. bench/findings/tool_search.md compares this with bm25s
-and rank_bm25 on the labelled queries and at 10,000 tools.
+count, the mean length and how many tools hold a term, are computed by the query over the tools the caller
+sees (a Visible), so that a score says nothing about the tools hidden from it. bench/findings/tool_search.md
+compares this with bm25s and rank_bm25 on the labelled queries and at 10,000 tools.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from array import array
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 
@@ -54,6 +55,17 @@ def tool_document(spec: ToolSpec, weights: Mapping[str, float] = FIELD_WEIGHTS) 
     return _Document(spec.name, spec, tuple(counts), array("f", counts.values()), float(sum(counts.values())))
 
 
+@dataclass(frozen=True, slots=True)
+class Visible:
+    """The tools one search ranks, and BM25's statistics over them alone: their count and summed length. A
+    term's tool count is taken over `members` as the query walks the term's postings."""
+
+    # By document number, 1 for a tool in the set; None: every tool of the index.
+    members: bytearray | None
+    count: int
+    length: float
+
+
 class RankedIndex:
     """The BM25 index of one snapshot's tools; `top` answers a query. Built from the previous snapshot's,
     redoing only the postings of the terms of the tools added, removed or changed."""
@@ -80,7 +92,10 @@ class RankedIndex:
                 self._documents[number] = old[number]
             self._numbers[id(spec)] = number
         removed = [number for number in old if number not in self._documents]
-        self._length = sum(d.length for d in self._documents.values())
+        self._length = math.fsum(d.length for d in self._documents.values())
+        self._by_name = {document.name: number for number, document in self._documents.items()}
+        self.everything = Visible(None, len(self._documents), self._length)
+        """Every tool: the view of a caller who sees all, through no filter."""
         if previous is None or len(added) + len(removed) > self._REBUILD_SHARE * max(len(self._documents), 1):
             self._postings = _postings(self._documents, self._documents)
         else:
@@ -89,14 +104,35 @@ class RankedIndex:
     def __len__(self) -> int:
         return len(self._documents)
 
-    def top(self, query: str, count: int, admits: Callable[[str], bool]) -> list[tuple[str, float]]:
-        """At most `count` (name, score) of the tools `admits` accepts that share a term with `query`, best
-        first; scores in (0, 1), higher for a better match."""
-        tools = len(self._documents)
+    def visible(self, names: Iterable[str]) -> Visible:
+        """The view of the tools named (names the index does not hold are left out). The length is summed
+        exactly, so that two views of the same tools agree to the last bit whatever else the index holds."""
+        members = bytearray(self._next)
+        lengths: list[float] = []
+        for name in names:
+            number = self._by_name.get(name)
+            if number is not None and not members[number]:
+                members[number] = 1
+                lengths.append(self._documents[number].length)
+        return Visible(members, len(lengths), math.fsum(lengths))
+
+    def shows(self, visible: Visible, name: str) -> bool:
+        """Whether the tool `name` is one of `visible`'s."""
+        members = visible.members
+        if members is None:
+            return True
+        number = self._by_name.get(name)
+        return number is not None and members[number] == 1
+
+    def top(self, query: str, count: int, visible: Visible, excluded: str = "") -> list[tuple[str, float]]:
+        """At most `count` (name, score) of the `visible` tools but `excluded` that share a term with `query`,
+        best first; scores in (0, 1), higher for a better match, and computed from the visible tools alone."""
+        tools = visible.count
         if not tools or count <= 0:
             return []
+        members = visible.members
         # BM25: idf * f * (k1 + 1) / (f + k1 * (1 - b + b * length / mean length)).
-        base, per_length = K1 * (1.0 - B), K1 * B * tools / (self._length or 1.0)
+        base, per_length = K1 * (1.0 - B), K1 * B * tools / (visible.length or 1.0)
         scores: dict[int, float] = {}
         get = scores.get
         for term in dict.fromkeys(terms(query)):
@@ -104,22 +140,20 @@ class RankedIndex:
             if posting is None:
                 continue
             numbers, frequencies, lengths = posting
-            held = len(numbers)
+            held = len(numbers) if members is None else sum(map(members.__getitem__, numbers))
+            if not held:
+                continue
             # Lucene's idf, never negative: a term in most tools still counts a little.
             weight = math.log(1.0 + (tools - held + 0.5) / (held + 0.5)) * (K1 + 1.0)
             for number, frequency, length in zip(numbers, frequencies, lengths, strict=True):
-                scores[number] = get(number, 0.0) + weight * frequency / (frequency + base + per_length * length)
-        if not scores:
-            return []
+                if members is None or members[number]:
+                    scores[number] = get(number, 0.0) + weight * frequency / (frequency + base + per_length * length)
         documents = self._documents
         found: list[tuple[str, float]] = []
-        # Most callers see most tools: the best few usually fill the count, a full sort only when they do not.
-        ranked = heapq.nlargest(count * 2 + 8, scores.items(), key=itemgetter(1))
-        if len(ranked) < len(scores) and sum(1 for n, _ in ranked if admits(documents[n].name)) < count:
-            ranked = sorted(scores.items(), key=itemgetter(1), reverse=True)
-        for number, score in ranked:
+        # One more than asked for, in case it holds the excluded tool (an intent's match, shown first).
+        for number, score in heapq.nlargest(count + 1, scores.items(), key=itemgetter(1)):
             name = documents[number].name
-            if admits(name):
+            if name != excluded:
                 # Squashed below 1, where an intent's match scores (intents.INTENT_SCORE); the order stays.
                 found.append((name, score / (score + 1.0)))
                 if len(found) == count:

@@ -2,26 +2,47 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Hashable
 
 from ..auth import Caller, generation_seen
 from ..errors import InvalidRequestError
-from ..listing import ToolFilter
-from ..model import ToolSpec
+from ..listing import ToolFilter, matching_tools
 from ..registry import Registry, Snapshot
-from .index import RankedIndex
+from .index import RankedIndex, Visible
 from .intents import IntentRoutes
 from .results import DEFAULT_RESULTS, MAX_QUERY_CHARACTERS, MAX_RESULTS, SearchHit, SearchResults
 
 
 class _SnapshotSearch:
-    """What one snapshot is searched with: its intents, compiled, and its ranked index."""
+    """What one snapshot is searched with: its intents, compiled, its ranked index, and the views of it that
+    recent searches ranked in (one per filter and set of rights)."""
+
+    # As Snapshot caches the names of a filter: a view of 10,000 tools is 10 KB.
+    _VIEW_CACHE_SIZE = 128
 
     def __init__(self, snapshot: Snapshot, previous: _SnapshotSearch | None) -> None:
         self.snapshot = snapshot
         self.routes: IntentRoutes = IntentRoutes(snapshot, previous.routes if previous is not None else None)
         self.index: RankedIndex = RankedIndex((tool.spec for tool in snapshot.tools().values()),
                                  previous.index if previous is not None else None)
+        self._views: OrderedDict[Hashable, Visible] = OrderedDict()
+
+    def visible(self, caller: Caller, tool_filter: ToolFilter) -> Visible:
+        """The tools `caller` may see that `tool_filter` keeps, which a search ranks among."""
+        rights = caller.permissions
+        if rights.unrestricted and tool_filter.key() == _NO_FILTER:
+            return self.index.everything
+        key = (tool_filter.key(), None if rights.unrestricted else rights)
+        view = self._views.get(key)
+        if view is None:
+            view = self.index.visible(tool.spec.name for tool in matching_tools(self.snapshot, tool_filter, caller))
+            self._views[key] = view
+            if len(self._views) > self._VIEW_CACHE_SIZE:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
+        return view
 
 
 class ToolSearch:
@@ -68,27 +89,21 @@ class ToolSearch:
         text = query.strip()
         if not text:
             return SearchResults((), generation)
-        sees = _seen_by(caller, tool_filter)
         searching = self._searching(snapshot)
         tools = snapshot.tools()
+        index = searching.index
+        # Hidden tools are never candidates, nor are their intents tried: what the caller sees is decided once.
+        visible = searching.visible(caller, tool_filter)
         hits: list[SearchHit] = []
+        sees = None if visible.members is None else lambda name: index.shows(visible, name)
         routed = searching.routes.route(text, tools, sees)
         if routed is not None:
             hits.append(routed)
-        routed_name = routed.tool.spec.name if routed is not None else None
+        routed_name = routed.tool.spec.name if routed is not None else ""
 
-        def admits(name: str) -> bool:
-            return name != routed_name and sees(tools[name].spec)
-
-        for name, score in searching.index.top(text, size - len(hits), admits):
+        for name, score in index.top(text, size - len(hits), visible, routed_name):
             hits.append(SearchHit(tools[name], score))
         return SearchResults(tuple(hits), generation)
 
 
-def _seen_by(caller: Caller, tool_filter: ToolFilter) -> Callable[[ToolSpec], bool]:
-    """Whether a tool is one the caller may see and the filter keeps: hidden tools are never candidates."""
-    matches = tool_filter.predicate()
-    permissions = caller.permissions
-    if permissions.unrestricted:
-        return matches
-    return lambda spec: matches(spec) and permissions.may_see(spec)
+_NO_FILTER = ToolFilter().key()

@@ -6,9 +6,9 @@
 `error` is the ErrorReason name gRPC's ErrorInfo carries (api/status.py); statuses follow google.rpc.Code's
 HTTP mapping: a caller's mistake 400 (with `violations`, each field a JSON pointer into the request body, or a
 query parameter's name), unknown tool 404, 401 with a Bearer challenge, 403, over capacity 429 with Retry-After,
-draining or a database that cannot be used now 503, anything else 500 with an incident id (the detail stays in
-the server log, as the store's address does). The guard's own refusals (403 Host/Origin, 413, 415) come before
-any of this, in its own shape.
+draining (with Retry-After) or a database that cannot be used now 503, anything else 500 with an incident id (the
+detail stays in the server log, as the store's address does). The guard's own refusals (403 Host/Origin, 413,
+415) come before any of this, in its own shape.
 """
 
 from __future__ import annotations
@@ -42,6 +42,9 @@ from ..store.errors import StoreCommitUnknownError, StoreError
 from .http_auth import authorization_of, challenge
 
 logger = logging.getLogger("toolhost.http")
+
+# What a 503 while draining says to wait: this server will not take the call again, another replica will now.
+DRAINING_RETRY_AFTER_SECONDS = 1
 
 _STATUSES: dict[type[ToolhostError], int] = {
     InvalidArgumentsError: 400,
@@ -108,6 +111,9 @@ def _refusal(exc: ToolhostError, scope: Scope, body_pointer: str) -> HttpError:
         error.headers["WWW-Authenticate"] = challenge(scope)
     elif isinstance(exc, OverCapacityError):
         error.headers["Retry-After"] = str(max(1, math.ceil(exc.retry_after_seconds)))
+    elif isinstance(exc, ShuttingDownError):
+        # A client or balancer that honours it retries soon, on a replica that is not draining (RFC 9110 15.6.4).
+        error.headers["Retry-After"] = str(DRAINING_RETRY_AFTER_SECONDS)
     return error
 
 

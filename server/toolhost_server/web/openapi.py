@@ -170,7 +170,7 @@ def _responses(path: str, method: str, schema: str, description: str) -> dict[st
                                   "content": {"application/json": {"schema": _ref("Error")}}}
         if status == 401:
             answer["headers"] = {"WWW-Authenticate": {"schema": {"type": "string"}}}
-        if status == 429:
+        if status in (429, 503):  # over capacity, draining
             answer["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
         responses[str(status)] = answer
     return responses

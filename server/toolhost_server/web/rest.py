@@ -60,7 +60,7 @@ class RestApi:
         document = JsonBody(openapi_document(__version__)).body
 
         async def serve_openapi(request: Request) -> Response:
-            return Response(document, media_type="application/json")
+            return Response(document, media_type="application/json", headers={"X-Content-Type-Options": "nosniff"})
 
         self.routes = [
             Route(LIST_PATH, requires(Right.AUTHENTICATED, _answering(self._list, LIST_PATH)), methods=["GET"]),

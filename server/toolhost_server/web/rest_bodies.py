@@ -25,14 +25,19 @@ from .rest_requests import Filters
 _MISSING_CREDENTIALS = "MISSING_CREDENTIALS"
 
 
+# Every REST answer's: never cached (outputs and tool lists are the caller's), and never sniffed into another
+# type than JSON (a search body reflects its query).
+JSON_HEADERS: Mapping[str, str] = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
 class JsonBody(Response):
-    """A JSON response, UTF-8; never cached (outputs and tool lists are the caller's). A text a tool made may
-    hold a lone surrogate, which UTF-8 cannot carry: such a body is written with ASCII escapes instead."""
+    """A JSON response, UTF-8, with JSON_HEADERS. A text a tool made may hold a lone surrogate, which UTF-8
+    cannot carry: such a body is written with ASCII escapes instead."""
 
     media_type = "application/json"
 
     def __init__(self, content: Any, status_code: int = 200, headers: Mapping[str, str] | None = None) -> None:
-        super().__init__(content, status_code, {"Cache-Control": "no-store", **(headers or {})})
+        super().__init__(content, status_code, {**JSON_HEADERS, **(headers or {})})
 
     def render(self, content: Any) -> bytes:
         try:

@@ -141,18 +141,52 @@ def search_request(query: QueryParams) -> SearchRequest:
 
 
 def _json_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, read as RFC 8259 says JSON between systems is: UTF-8 (json.loads would also
+    take UTF-16 and UTF-32), and with no key twice in one object (readers disagree on which copy counts, so a
+    gateway checking the first `name` would see another tool than the one run)."""
     if not body.strip():
         raise _body_error(f"the request has no body; {_EXECUTE_SHAPE}")
     try:
-        document = json.loads(body)
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _body_error(f"the body is not UTF-8 (byte {exc.start}); send JSON encoded as UTF-8") from None
+    try:
+        document = json.loads(text, object_pairs_hook=_object_of_unique_keys)
+    except _RepeatedKey as exc:
+        raise _body_error(f"the key {_quoted_key(exc.key)} appears more than once in one object of the body; send "
+                          "each key once") from None
     except RecursionError:
         raise _body_error(f"the body is nested too deeply to read; {_EXECUTE_SHAPE}") from None
-    except ValueError as exc:  # not JSON, not UTF-8, or a number of thousands of digits
+    except ValueError as exc:  # not JSON, or a number of thousands of digits
         where = f" (line {exc.lineno}, column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
         raise _body_error(f"the body is not valid JSON{where}; {_EXECUTE_SHAPE}") from None
     if not isinstance(document, dict):
         raise _body_error(f"the body must be a JSON object; {_EXECUTE_SHAPE}")
     return document
+
+
+class _RepeatedKey(Exception):  # not a ValueError: json.loads would report it as a syntax error
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _object_of_unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key)
+            seen.add(key)
+    return document
+
+
+def _quoted_key(key: str) -> str:
+    """A key of the body as an error names it: JSON-quoted, ASCII, cut to 64 characters (it is the caller's
+    text: no control character or bidi override reaches the answer as it is)."""
+    shown = json.dumps(key[:_SHOWN_KEY_CHARS])
+    return shown[:-1] + '..."' if len(key) > _SHOWN_KEY_CHARS else shown
 
 
 def _pointer(key: str) -> str:
